@@ -1,0 +1,91 @@
+"""Rotary Position Embedding (RoFormer, Su et al., eq. 14-16 and 34).
+
+A query or key x at position m is rotated pair by pair:
+
+    (x_{2i-1}, x_{2i}) -> (x_{2i-1} cos m*theta_i - x_{2i} sin m*theta_i,
+                           x_{2i-1} sin m*theta_i + x_{2i} cos m*theta_i),
+    theta_i = base^(-2(i-1)/d),  i = 1 .. d/2,
+
+so that <R_m q, R_n k> depends on m - n only (eq. 16).
+
+Two pairings of the d dimensions are supported:
+  * "interleaved": pairs (0,1), (2,3), ... exactly as in eq. 15 and 34 of the paper;
+  * "half": pairs (i, i + d/2), the "rotate_half" form of GPT-NeoX and most LLM code.
+They differ by a fixed permutation of the head dimensions, so a model trained with one
+can be converted to the other by permuting the rows of its q/k projections.
+
+Angles are always computed in float32 from integer positions, whatever the dtype of the
+model (a float16 m*theta is off by whole radians at long positions); cos/sin are cached,
+grow on demand and are never saved in a state dict.
+"""
+
+import torch
+from torch import nn
+
+LAYOUTS = ("interleaved", "half")
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotates the first ``dim`` channels of the last axis of q/k by their positions.
+
+    Args:
+        dim: number of rotated channels (even); channels past ``dim`` pass unchanged.
+        theta: the base of eq. 15's frequencies (10000 in the paper).
+        layout: "interleaved" (the paper's pairing) or "half" (rotate_half).
+    """
+
+    def __init__(self, dim: int, theta: float = 10000.0, layout: str = "interleaved"):
+        super().__init__()
+        if dim <= 0 or dim % 2:
+            raise ValueError(f"rotary dim must be a positive even number, got {dim}")
+        if not theta > 0:
+            raise ValueError(f"rotary theta must be > 0, got {theta}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"rotary layout must be one of {LAYOUTS}, got {layout!r}")
+        self.dim, self.theta, self.layout = dim, float(theta), layout
+        # cos/sin of m*theta_i for m < len(cache): buffers so that .to()/.half()/.cuda()
+        # move them, non-persistent so that checkpoints never carry them.
+        self.register_buffer("cos_cached", torch.empty(0, dim // 2), persistent=False)
+        self.register_buffer("sin_cached", torch.empty(0, dim // 2), persistent=False)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, theta={self.theta:g}, layout={self.layout}"
+
+    def inv_freq(self, device=None) -> torch.Tensor:
+        """theta_i = theta^(-2(i-1)/d) for i = 1 .. d/2, in float32."""
+        exponent = torch.arange(0, self.dim, 2, device=device, dtype=torch.float32) / self.dim
+        return self.theta ** -exponent
+
+    def _grow(self, length: int):
+        """Makes the cache cover positions 0 .. length-1 (rounded up to a power of two)."""
+        length = max(16, 1 << (length - 1).bit_length())
+        device = self.cos_cached.device
+        positions = torch.arange(length, device=device, dtype=torch.float32)
+        angles = torch.outer(positions, self.inv_freq(device))  # float32 always
+        self.cos_cached = angles.cos().to(self.cos_cached.dtype)
+        self.sin_cached = angles.sin().to(self.sin_cached.dtype)
+
+    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
+        """cos/sin of shape ``positions.shape + (dim/2,)`` for integer ``positions``."""
+        needed = int(positions.max()) + 1 if positions.numel() else 0
+        if needed > self.cos_cached.size(0):
+            self._grow(needed)
+        return self.cos_cached[positions].to(dtype), self.sin_cached[positions].to(dtype)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rotates ``x`` (..., T, C) by ``positions`` (T,) or any shape broadcastable to x[..., 0]."""
+        cos, sin = self.cos_sin(positions, x.dtype)
+        return apply_rotary(x, cos, sin, self.layout)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """Eq. 34: x * cos + rotate(x) * sin on the first 2*cos.size(-1) channels of ``x``."""
+    rot = 2 * cos.size(-1)
+    x_rot, x_pass = x[..., :rot], x[..., rot:]
+    if layout == "interleaved":
+        x1, x2 = x_rot[..., 0::2], x_rot[..., 1::2]
+        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    else:
+        x1, x2 = x_rot[..., : rot // 2], x_rot[..., rot // 2 :]
+        out = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return torch.cat((out, x_pass), dim=-1) if x_pass.size(-1) else out
