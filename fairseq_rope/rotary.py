@@ -19,6 +19,8 @@ model (a float16 m*theta is off by whole radians at long positions); cos/sin are
 grow on demand and are never saved in a state dict.
 """
 
+from typing import Optional
+
 import torch
 from torch import nn
 
@@ -58,24 +60,38 @@ class RotaryEmbedding(nn.Module):
 
     def _grow(self, length: int):
         """Makes the cache cover positions 0 .. length-1 (rounded up to a power of two)."""
-        length = max(16, 1 << (length - 1).bit_length())
+        if length <= self.cos_cached.size(0):
+            return
+        length = max(64, 1 << (length - 1).bit_length())
         device = self.cos_cached.device
         positions = torch.arange(length, device=device, dtype=torch.float32)
         angles = torch.outer(positions, self.inv_freq(device))  # float32 always
         self.cos_cached = angles.cos().to(self.cos_cached.dtype)
         self.sin_cached = angles.sin().to(self.sin_cached.dtype)
 
-    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
-        """cos/sin of shape ``positions.shape + (dim/2,)`` for integer ``positions``."""
-        needed = int(positions.max()) + 1 if positions.numel() else 0
-        if needed > self.cos_cached.size(0):
-            self._grow(needed)
+    def cos_sin_range(self, start: int, end: int, dtype: torch.dtype):
+        """cos/sin of positions start .. end-1, each (end - start) x dim/2."""
+        self._grow(end)
+        return self.cos_cached[start:end].to(dtype), self.sin_cached[start:end].to(dtype)
+
+    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype, bound: Optional[int] = None):
+        """cos/sin of integer ``positions``, each ``positions.shape + (dim/2,)``.
+
+        ``bound`` (> every position) spares a device sync when the caller knows it.
+        """
+        if bound is None:
+            bound = int(positions.max()) + 1 if positions.numel() else 0
+        self._grow(bound)
         return self.cos_cached[positions].to(dtype), self.sin_cached[positions].to(dtype)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rotates ``x`` (..., T, C) by ``positions`` (T,) or any shape broadcastable to x[..., 0]."""
-        cos, sin = self.cos_sin(positions, x.dtype)
+    def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Rotates ``x`` (..., T, C) by cos/sin from :meth:`cos_sin` (broadcast over x)."""
         return apply_rotary(x, cos, sin, self.layout)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rotates ``x`` (..., T, C) by integer ``positions`` broadcastable to x[..., 0]."""
+        cos, sin = self.cos_sin(positions, x.dtype)
+        return self.rotate(x, cos, sin)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:

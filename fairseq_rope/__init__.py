@@ -1,0 +1,38 @@
+"""fairseq-rope: Rotary Position Embedding (RoFormer) for fairseq translation models.
+
+Use with any fairseq command line: ``--user-dir fairseq_rope --arch rope_transformer_wmt_en_de``.
+Importing the package registers the ``rope_transformer`` model and its architectures, and
+allowlists what fairseq checkpoints pickle for ``torch.load(weights_only=True)``.
+"""
+
+__version__ = "0.1.0"
+
+REQUIRED_FAIRSEQ = "fairseq-fixed==0.12.3.1"
+
+
+def _check_fairseq():
+    """Fails early, and clearly, on a fairseq that cannot run this plugin."""
+    hint = (
+        f"fairseq-rope needs fairseq >= 0.12.3 as packaged by {REQUIRED_FAIRSEQ} "
+        f"(fairseq's main branch patched for Python 3.11+). Install it with: "
+        f"pip uninstall -y fairseq ve-fairseq; pip install '{REQUIRED_FAIRSEQ}'"
+    )
+    try:
+        import fairseq
+        from fairseq.models.transformer import TransformerEncoderBase  # noqa: F401
+    except Exception as error:  # 0.12.2 on Python 3.11 raises ValueError, absent raises ImportError
+        raise ImportError(f"{hint}. Importing fairseq failed with: {error!r}") from error
+    version = tuple(int(part) for part in fairseq.__version__.split(".")[:3] if part.isdigit())
+    if version < (0, 12, 3):
+        raise ImportError(f"{hint}. Found fairseq {fairseq.__version__} at {fairseq.__file__}.")
+
+
+_check_fairseq()
+
+from .checkpoints import allow_fairseq_checkpoints  # noqa: E402
+
+allow_fairseq_checkpoints()
+
+from .attention import RotaryMultiheadAttention  # noqa: E402,F401
+from .model import RoPETransformerModel  # noqa: E402,F401
+from .rotary import RotaryEmbedding, apply_rotary  # noqa: E402,F401

@@ -1,0 +1,192 @@
+"""The rotary Transformer: fairseq's ``transformer`` with RoPE in every self-attention.
+
+Registered as model ``rope_transformer`` with architectures named after fairseq's:
+``rope_transformer`` (= base), ``rope_transformer_wmt_en_de``, ``rope_transformer_wmt_en_de_big``,
+``rope_transformer_vaswani_wmt_en_de_big``, ``rope_transformer_iwslt_de_en``.
+
+Everything but the self-attention module is fairseq's: embeddings, layers, cross-attention,
+incremental decoding, checkpoints. By default there are no additive token-position
+embeddings (the paper's RoFormer); ``--add-token-positional-embeddings`` restores them.
+"""
+
+import logging
+
+from fairseq.distributed import fsdp_wrap
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerDecoderBase,
+    TransformerEncoderBase,
+    TransformerModel,
+    base_architecture,
+    transformer_iwslt_de_en,
+    transformer_vaswani_wmt_en_de_big,
+    transformer_wmt_en_de,
+    transformer_wmt_en_de_big,
+)
+from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+
+from .attention import RotaryMultiheadAttention
+from .rotary import LAYOUTS
+
+logger = logging.getLogger(__name__)
+
+# RoPE itself puts no bound on length: without additive position embeddings the model
+# reports this many positions, and only the task's --max-{source,target}-positions apply.
+UNBOUNDED_POSITIONS = 1_000_000
+
+
+def build_rotary_self_attention(embed_dim, num_heads, cfg, layer):
+    return RotaryMultiheadAttention(
+        embed_dim,
+        num_heads,
+        dropout=cfg.attention_dropout,
+        q_noise=layer.quant_noise,
+        qn_block_size=layer.quant_noise_block_size,
+        rope_theta=cfg.rope_theta,
+        rope_layout=cfg.rope_layout,
+        rope_dim=cfg.rope_dim,
+    )
+
+
+class RoPETransformerEncoderLayer(TransformerEncoderLayerBase):
+    def build_self_attention(self, embed_dim, cfg):
+        return build_rotary_self_attention(embed_dim, cfg.encoder.attention_heads, cfg, self)
+
+
+class RoPETransformerDecoderLayer(TransformerDecoderLayerBase):
+    def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
+        if add_bias_kv or add_zero_attn:
+            raise ValueError("rope_transformer: add_bias_kv/add_zero_attn are not supported in rotary self-attention")
+        return build_rotary_self_attention(embed_dim, cfg.decoder.attention_heads, cfg, self)
+
+
+def wrap_layer(layer, cfg):
+    """fairseq's activation checkpointing and FSDP wrapping, as in its build_*_layer."""
+    if cfg.checkpoint_activations:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+    min_params_to_wrap = cfg.min_params_to_wrap if not cfg.checkpoint_activations else 0
+    return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
+
+
+def drop_additive_positions(module, state_dict, name):
+    """A rope model without additive positions ignores them in a (baseline) checkpoint."""
+    if module.embed_positions is not None:
+        return
+    prefix = f"{name}.embed_positions." if name else "embed_positions."
+    dropped = [key for key in state_dict if key.startswith(prefix)]
+    for key in dropped:
+        del state_dict[key]
+    if dropped:
+        logger.warning("rope_transformer has no additive position embeddings: ignoring %s from the checkpoint", ", ".join(dropped))
+
+
+class RoPETransformerEncoder(TransformerEncoderBase):
+    def build_encoder_layer(self, cfg):
+        return wrap_layer(RoPETransformerEncoderLayer(cfg, return_fc=self.return_fc), cfg)
+
+    def max_positions(self):
+        return super().max_positions() if self.embed_positions is not None else UNBOUNDED_POSITIONS
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        drop_additive_positions(self, state_dict, name)
+        return super().upgrade_state_dict_named(state_dict, name)
+
+
+class RoPETransformerDecoder(TransformerDecoderBase):
+    def build_decoder_layer(self, cfg, no_encoder_attn=False):
+        return wrap_layer(RoPETransformerDecoderLayer(cfg, no_encoder_attn), cfg)
+
+    def max_positions(self):
+        return super().max_positions() if self.embed_positions is not None else UNBOUNDED_POSITIONS
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        drop_additive_positions(self, state_dict, name)
+        return super().upgrade_state_dict_named(state_dict, name)
+
+
+@register_model("rope_transformer")
+class RoPETransformerModel(TransformerModel):
+    """Transformer with Rotary Position Embedding in encoder and decoder self-attention."""
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        group = parser.add_argument_group("Rotary position embedding (RoFormer)")
+        group.add_argument("--rope-theta", type=float, metavar="F",
+                           help="base of the rotation frequencies theta_i = F^(-2(i-1)/d) (default: 10000)")
+        group.add_argument("--rope-layout", metavar="L",
+                           help="pairing of rotated channels: 'interleaved' (the paper's eq. 34, default) "
+                                "or 'half' (GPT-NeoX rotate_half)")
+        group.add_argument("--rope-dim", type=int, metavar="N",
+                           help="channels rotated per head, even (default: the whole head)")
+        group.add_argument("--add-token-positional-embeddings", action="store_true",
+                           help="also add fairseq's token-position embeddings (off: pure RoPE)")
+
+    @classmethod
+    def build_model(cls, args, task):
+        rope_defaults(args)
+        validate_rope_args(args)
+        return super().build_model(args, task)
+
+    @classmethod
+    def build_encoder(cls, cfg, src_dict, embed_tokens):
+        return RoPETransformerEncoder(cfg, src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        return RoPETransformerDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
+
+
+def validate_rope_args(args):
+    """Fails at model build, naming the flag and what it accepts."""
+    if not args.rope_theta > 0:
+        raise ValueError(f"--rope-theta must be > 0, got {args.rope_theta}")
+    if args.rope_layout not in LAYOUTS:
+        raise ValueError(f"--rope-layout must be one of {', '.join(LAYOUTS)}; got {args.rope_layout!r}")
+    for side in ("encoder", "decoder"):
+        head_dim = getattr(args, f"{side}_embed_dim") // getattr(args, f"{side}_attention_heads")
+        if args.rope_dim is not None and (args.rope_dim % 2 or not 0 < args.rope_dim <= head_dim):
+            raise ValueError(
+                f"--rope-dim must be an even number between 2 and the {side} head dim {head_dim}; got {args.rope_dim}"
+            )
+    if getattr(args, "cross_self_attention", False):
+        raise ValueError("--cross-self-attention is not supported by rope_transformer (it mixes source keys into "
+                         "the decoder's rotary self-attention)")
+
+
+def rope_defaults(args):
+    """The rotary settings; additive token positions off unless asked for."""
+    args.rope_theta = getattr(args, "rope_theta", 10000.0)
+    args.rope_layout = getattr(args, "rope_layout", "interleaved")
+    args.rope_dim = getattr(args, "rope_dim", None)
+    args.add_token_positional_embeddings = getattr(args, "add_token_positional_embeddings", False)
+    if args.add_token_positional_embeddings and getattr(args, "no_token_positional_embeddings", False):
+        raise ValueError("--add-token-positional-embeddings contradicts --no-token-positional-embeddings")
+    args.no_token_positional_embeddings = not args.add_token_positional_embeddings
+
+
+def rope_base_architecture(args):
+    rope_defaults(args)
+    base_architecture(args)
+
+
+def rope_architecture(name, fairseq_architecture):
+    """Registers rope_<name>: fairseq's <name> sizes with rotary self-attention."""
+
+    def architecture(args):
+        rope_defaults(args)  # before fairseq's, whose sizes would otherwise be base's
+        fairseq_architecture(args)
+
+    architecture.__name__ = f"rope_{name}"
+    architecture.__doc__ = f"fairseq's {name}, with RoPE instead of additive positions."
+    return register_model_architecture("rope_transformer", f"rope_{name}")(architecture)
+
+
+register_model_architecture("rope_transformer", "rope_transformer")(rope_base_architecture)
+rope_transformer_wmt_en_de = rope_architecture("transformer_wmt_en_de", transformer_wmt_en_de)
+rope_transformer_wmt_en_de_big = rope_architecture("transformer_wmt_en_de_big", transformer_wmt_en_de_big)
+rope_transformer_vaswani_wmt_en_de_big = rope_architecture(
+    "transformer_vaswani_wmt_en_de_big", transformer_vaswani_wmt_en_de_big
+)
+rope_transformer_iwslt_de_en = rope_architecture("transformer_iwslt_de_en", transformer_iwslt_de_en)

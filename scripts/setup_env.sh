@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Creates (or reuses) a virtual environment with fairseq-rope and everything it runs with.
+#   VENV        where to put it (default: .venv in the repository)
+#   PYTHON      interpreter to build it from (default: python3; 3.10, 3.11 and 3.12 work)
+#   TORCH_SPEC  the torch to install first when the venv has none (default: torch==2.13.0,
+#               the CPU build; on a GPU machine use e.g. "torch==2.13.0" from the CUDA index
+#               or install torch into the venv yourself before running this)
+#   EXTRAS      pip extras of fairseq-rope (default: test,plots)
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${VENV:-$repo/.venv}
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+EXTRAS=${EXTRAS:-test,plots}
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[setup] creating virtual environment $VENV with $($PYTHON --version)"
+  "$PYTHON" -m venv "$VENV"
+fi
+pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  echo "[setup] installing $TORCH_SPEC (first, so that no other torch build is pulled in)"
+  pip install "$TORCH_SPEC"
+fi
+if ! (cd / && "$VENV/bin/python" -c "import fairseq_rope, pytest, matplotlib") >/dev/null 2>&1; then
+  echo "[setup] installing fairseq-rope[$EXTRAS] and its dependencies (fairseq-fixed builds from source: ~5 min the first time)"
+  pip install -e "$repo[$EXTRAS]"
+fi
+echo "[setup] ready: $("$VENV/bin/python" -c 'import torch, fairseq, fairseq_rope; print(f"torch {torch.__version__}, fairseq {fairseq.__version__}, fairseq-rope {fairseq_rope.__version__}")' 2>/dev/null)"
+echo "[setup] activate it with: . $VENV/bin/activate"

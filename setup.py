@@ -1,0 +1,27 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="fairseq-rope",
+    version="0.1.0",
+    description="Rotary Position Embedding (RoFormer) for fairseq machine translation",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="MIT",
+    packages=find_packages(include=["fairseq_rope", "fairseq_rope.*"]),
+    python_requires=">=3.10,<3.13",
+    install_requires=[
+        # fairseq's main branch with the dataclass fix for Python 3.11+, public source;
+        # see README "Why fairseq-fixed".
+        "fairseq-fixed==0.12.3.1",
+        "torch>=2.6",
+        "numpy",
+        "sacrebleu>=2.3,<3",
+        "sacremoses>=0.1",
+        "subword-nmt>=0.3.8",
+        "sentencepiece>=0.1.99",
+    ],
+    extras_require={
+        "plots": ["matplotlib>=3.7"],
+        "test": ["pytest>=7"],
+    },
+)
