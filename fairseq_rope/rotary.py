@@ -14,9 +14,9 @@ Two pairings of the d dimensions are supported:
 They differ by a fixed permutation of the head dimensions, so a model trained with one
 can be converted to the other by permuting the rows of its q/k projections.
 
-Angles are always computed in float32 from integer positions, whatever the dtype of the
-model (a float16 m*theta is off by whole radians at long positions); cos/sin are cached,
-grow on demand and are never saved in a state dict.
+Angles m*theta_i are computed in float64 from integer positions, whatever the dtype of the
+model (a float16 m*theta is off by whole radians at long positions); cos/sin are cached in
+the module's dtype and device, grow on demand and are never saved in a state dict.
 """
 
 from typing import Optional
@@ -53,21 +53,22 @@ class RotaryEmbedding(nn.Module):
     def extra_repr(self):
         return f"dim={self.dim}, theta={self.theta:g}, layout={self.layout}"
 
-    def inv_freq(self, device=None) -> torch.Tensor:
-        """theta_i = theta^(-2(i-1)/d) for i = 1 .. d/2, in float32."""
-        exponent = torch.arange(0, self.dim, 2, device=device, dtype=torch.float32) / self.dim
-        return self.theta ** -exponent
+    def inv_freq(self) -> torch.Tensor:
+        """theta_i = theta^(-2(i-1)/d) for i = 1 .. d/2, in float64."""
+        return self.theta ** -(torch.arange(0, self.dim, 2, dtype=torch.float64) / self.dim)
 
     def _grow(self, length: int):
-        """Makes the cache cover positions 0 .. length-1 (rounded up to a power of two)."""
+        """Makes the cache cover positions 0 .. length-1 (rounded up to a power of two).
+
+        Angles are computed once, in float64 on the CPU, and only then cast to the
+        cache's dtype and moved to its device."""
         if length <= self.cos_cached.size(0):
             return
         length = max(64, 1 << (length - 1).bit_length())
-        device = self.cos_cached.device
-        positions = torch.arange(length, device=device, dtype=torch.float32)
-        angles = torch.outer(positions, self.inv_freq(device))  # float32 always
-        self.cos_cached = angles.cos().to(self.cos_cached.dtype)
-        self.sin_cached = angles.sin().to(self.sin_cached.dtype)
+        angles = torch.outer(torch.arange(length, dtype=torch.float64), self.inv_freq())
+        like = self.cos_cached
+        self.cos_cached = angles.cos().to(device=like.device, dtype=like.dtype)
+        self.sin_cached = angles.sin().to(device=like.device, dtype=like.dtype)
 
     def cos_sin_range(self, start: int, end: int, dtype: torch.dtype):
         """cos/sin of positions start .. end-1, each (end - start) x dim/2."""

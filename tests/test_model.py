@@ -1,0 +1,239 @@
+"""The rotary Transformer inside fairseq: positions, padding, decoding paths, precision, options."""
+
+import pytest
+import torch
+from fairseq.sequence_generator import SequenceGenerator
+
+from conftest import random_tokens
+from fairseq_rope.attention import RotaryMultiheadAttention
+from fairseq_rope.model import RoPETransformerModel
+
+
+def test_architectures_match_fairseq_sizes(dict_dir, build):
+    for rope_arch, fairseq_arch in [
+        ("rope_transformer", "transformer"),
+        ("rope_transformer_wmt_en_de", "transformer_wmt_en_de"),
+        ("rope_transformer_iwslt_de_en", "transformer_iwslt_de_en"),
+        ("rope_transformer_wmt_en_de_big", "transformer_wmt_en_de_big"),
+        ("rope_transformer_vaswani_wmt_en_de_big", "transformer_vaswani_wmt_en_de_big"),
+    ]:
+        rope, _ = build(dict_dir, rope_arch, tiny=False)
+        base, _ = build(dict_dir, fairseq_arch, tiny=False)
+        assert isinstance(rope, RoPETransformerModel)
+        for key in ("encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads", "encoder_layers",
+                    "decoder_embed_dim", "decoder_attention_heads", "decoder_layers", "dropout"):
+            assert getattr(rope.args, key) == getattr(base.args, key), (rope_arch, key)
+        # same parameters by name and shape, less the additive positions (pure RoPE)
+        base_shapes = {k: v.shape for k, v in base.state_dict().items() if "embed_positions" not in k}
+        assert {k: v.shape for k, v in rope.state_dict().items()} == base_shapes
+        assert rope.encoder.embed_positions is None and rope.decoder.embed_positions is None
+        for layer in [*rope.encoder.layers, *rope.decoder.layers]:
+            assert isinstance(layer.self_attn, RotaryMultiheadAttention)
+        assert not isinstance(rope.decoder.layers[0].encoder_attn, RotaryMultiheadAttention)
+        del rope, base
+
+
+def test_additive_positions_flag_and_no_length_limit(dict_dir, build):
+    model, _ = build(dict_dir, "rope_transformer")
+    assert model.max_positions() == (1_000_000, 1_000_000)
+    model, _ = build(dict_dir, "rope_transformer", "--add-token-positional-embeddings")
+    assert model.encoder.embed_positions is not None
+    assert model.max_positions() == (1024, 1024)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--rope-dim", "3"], "--rope-dim must be an even number between 2 and the encoder head dim 8; got 3"),
+        (["--rope-dim", "10"], "--rope-dim must be an even number between 2 and the encoder head dim 8; got 10"),
+        (["--rope-theta", "0"], "--rope-theta must be > 0, got 0.0"),
+        (["--rope-layout", "spiral"], "--rope-layout must be one of interleaved, half; got 'spiral'"),
+        (["--add-token-positional-embeddings", "--no-token-positional-embeddings"], "contradicts"),
+        (["--cross-self-attention"], "--cross-self-attention is not supported"),
+    ],
+)
+def test_bad_options_fail_at_build_naming_the_flag(dict_dir, build, flags, message):
+    with pytest.raises(ValueError) as error:
+        build(dict_dir, "rope_transformer", *flags)
+    assert message in str(error.value)
+
+
+def encode(model, tokens, lengths):
+    return model.encoder(tokens, src_lengths=lengths)["encoder_out"][0]  # T x B x C
+
+
+def test_encoder_is_not_permutation_equivariant(dict_dir, build):
+    """Position information is there although no additive embedding is: permuting the source
+    changes the encoding beyond a permutation. (Sanity: fairseq's transformer without position
+    embeddings is equivariant, so the test can tell the difference.)"""
+    tokens, lengths = random_tokens(build(dict_dir)[1], [12], seed=1)
+    perm = torch.cat([torch.randperm(11, generator=torch.Generator().manual_seed(0)), torch.tensor([11])])
+    for arch, flags, equivariant in [("rope_transformer", [], False),
+                                     ("transformer", ["--no-token-positional-embeddings"], True)]:
+        model, _ = build(dict_dir, arch, *flags)
+        with torch.no_grad():
+            out, out_perm = encode(model, tokens, lengths), encode(model, tokens[:, perm], lengths)
+        close = torch.allclose(out[perm], out_perm, atol=1e-5)
+        assert close == equivariant, arch
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_translation_invariant_in_absolute_position(dict_dir, build, layout):
+    """Self-attention scores depend on m - n only: the rotary attention of a sequence is the
+    same whether its positions start at 0 or at 500 (keys rotated in cache at 0..499)."""
+    model, _ = build(dict_dir, "rope_transformer", "--rope-layout", layout)
+    attn = model.encoder.layers[0].self_attn
+    x = torch.randn(7, 2, 32)
+    with torch.no_grad():
+        out0, _ = attn(x, x, x, need_weights=False)
+        cos, sin = attn.rotary.cos_sin_range(500, 507, x.dtype)
+        cos0, sin0 = attn.rotary.cos_sin_range(0, 7, x.dtype)
+        q = attn.q_proj(x).view(7, 2, 4, 8).permute(1, 2, 0, 3)
+        k = attn.k_proj(x).view(7, 2, 4, 8).permute(1, 2, 0, 3)
+        scores500 = attn.rotary.rotate(q, cos, sin) @ attn.rotary.rotate(k, cos, sin).transpose(2, 3)
+        scores0 = attn.rotary.rotate(q, cos0, sin0) @ attn.rotary.rotate(k, cos0, sin0).transpose(2, 3)
+    torch.testing.assert_close(scores500, scores0, rtol=1e-4, atol=1e-4)
+    assert out0.shape == x.shape
+
+
+def test_interleaved_and_half_layouts_equal_after_permuting_qk_rows(dict_dir, build):
+    inter, task = build(dict_dir, "rope_transformer", "--rope-layout", "interleaved")
+    half, _ = build(dict_dir, "rope_transformer", "--rope-layout", "half", seed=1)
+    H, D = 4, 8
+    # half-layout channel j pairs with j + D/2; interleaved pairs 2j with 2j+1
+    perm = torch.cat([torch.arange(0, D, 2), torch.arange(1, D, 2)])
+    rows = torch.cat([h * D + perm for h in range(H)])
+    state = inter.state_dict()
+    for name in list(state):
+        if ".self_attn.q_proj." in name or ".self_attn.k_proj." in name:
+            state[name] = state[name][rows]
+    half.load_state_dict(state)
+    src, lengths = random_tokens(task, [9, 6, 4], seed=2)
+    prev, _ = random_tokens(task, [8, 5, 7], seed=3, left_pad=False)
+    with torch.no_grad():
+        out_inter = inter(src, lengths, prev)[0]
+        out_half = half(src, lengths, prev)[0]
+    torch.testing.assert_close(out_half, out_inter, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        half.load_state_dict(inter.state_dict())
+        assert not torch.allclose(half(src, lengths, prev)[0], out_inter, atol=1e-3)
+
+
+@pytest.mark.parametrize("flags", [[], ["--rope-layout", "half", "--rope-dim", "4"]])
+def test_incremental_decoding_equals_full_pass(dict_dir, build, flags):
+    """Step-by-step decoding with the KV cache equals teacher forcing at every step, also after
+    beam search reorders the hypotheses (here: 3 beams of one source sentence, and a batch)."""
+    model, task = build(dict_dir, "rope_transformer", *flags)
+    src, lengths = random_tokens(task, [9], seed=4)
+    src, lengths = src.repeat(3, 1), lengths.repeat(3)  # the beams of one sentence
+    prev, _ = random_tokens(task, [10, 10, 10], seed=5, left_pad=False)
+    with torch.no_grad():
+        enc = model.encoder(src, src_lengths=lengths)
+        state = {}
+        for t in range(prev.size(1)):
+            if t in (4, 7):  # beam search reorders hypotheses, dropping one and doubling another
+                new_order = torch.tensor([2, 0, 0]) if t == 4 else torch.tensor([1, 2, 0])
+                model.decoder.reorder_incremental_state_scripting(state, new_order)
+                prev = prev[new_order]
+            step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0][:, -1]
+            full = model.decoder(prev[:, : t + 1], encoder_out=enc)[0][:, -1]
+            torch.testing.assert_close(step, full, rtol=1e-5, atol=1e-5)
+
+    # a batch of different sentences, left-padded, decoded incrementally
+    src, lengths = random_tokens(task, [9, 5, 7], seed=6)
+    with torch.no_grad():
+        enc = model.encoder(src, src_lengths=lengths)
+        state = {}
+        for t in range(prev.size(1)):
+            step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0][:, -1]
+            full = model.decoder(prev[:, : t + 1], encoder_out=enc)[0][:, -1]
+            torch.testing.assert_close(step, full, rtol=1e-5, atol=1e-5)
+
+
+def test_sentence_alone_equals_inside_left_padded_batch(dict_dir, build):
+    model, task = build(dict_dir, "rope_transformer")
+    batch, lengths = random_tokens(task, [15, 6, 11], seed=6)  # sentence 1 gets 9 pads on the left
+    alone = batch[1:2, -6:]
+    with torch.no_grad():
+        enc_batch = encode(model, batch, lengths)[-6:, 1]
+        enc_alone = encode(model, alone, lengths[1:2])[:, 0]
+    torch.testing.assert_close(enc_batch, enc_alone, rtol=1e-5, atol=1e-5)
+
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=4, len_penalty=0.6, max_len_b=20)
+    with torch.no_grad():
+        hyp_batch = generator.forward({"net_input": {"src_tokens": batch, "src_lengths": lengths}})[1]
+        hyp_alone = generator.forward({"net_input": {"src_tokens": alone, "src_lengths": lengths[1:2]}})[0]
+    for got, want in zip(hyp_batch, hyp_alone):
+        assert torch.equal(got["tokens"], want["tokens"])
+        torch.testing.assert_close(got["score"], want["score"], rtol=1e-5, atol=1e-5)
+
+
+def test_long_source_translates(dict_dir, build):
+    """2000 tokens: far past fairseq's default 1024 positions; RoPE itself sets no limit."""
+    model, task = build(dict_dir, "rope_transformer")
+    src, lengths = random_tokens(task, [2000], seed=7)
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=4, max_len_a=0, max_len_b=30)
+    with torch.no_grad():
+        hyps = generator.forward({"net_input": {"src_tokens": src, "src_lengths": lengths}})
+    assert len(hyps[0]) == 4 and hyps[0][0]["tokens"][-1] == task.target_dictionary.eos()
+    assert torch.isfinite(encode(model, src, lengths)).all()
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_plain_attention_equals_sdpa_path(dict_dir, build, layout):
+    """The explicit softmax path (need_weights) and the SDPA path agree, in outputs and gradients,
+    with causal and padding masks."""
+    model, _ = build(dict_dir, "rope_transformer", "--rope-layout", layout)
+    attn = model.decoder.layers[0].self_attn
+    T, B = 6, 3
+    x = torch.randn(T, B, 32, requires_grad=True)
+    left = torch.zeros(B, T, dtype=torch.bool)
+    left[1, :2] = True  # a left-padded source
+    right = torch.zeros(B, T, dtype=torch.bool)
+    right[1, -2:] = right[2, -1] = True  # right-padded targets
+    causal = torch.triu(torch.full((T, T), float("-inf")), 1)
+    for mask, kpm in [(None, None), (causal, None), (None, left), (causal, right), (causal.isinf(), right)]:
+        grads = []
+        for need_weights in (False, True):
+            x.grad = None
+            attn.zero_grad()
+            out, weights = attn(x, x, x, key_padding_mask=kpm, attn_mask=mask, need_weights=need_weights)
+            assert (weights is not None) == need_weights
+            out[:, 0].sum().backward()  # sentence 0 has no padded query rows
+            grads.append((out.detach(), x.grad.clone(), attn.q_proj.weight.grad.clone(), attn.v_proj.weight.grad.clone()))
+        for fast, plain in zip(*grads):
+            torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-5)
+
+
+def test_half_precision_model(dict_dir, build):
+    """After fairseq's .half()/.to(bfloat16) the model still runs, caches follow, angles stay exact."""
+    model, task = build(dict_dir, "rope_transformer")
+    src, lengths = random_tokens(task, [30, 12], seed=8)
+    prev, _ = random_tokens(task, [9, 9], seed=9, left_pad=False)
+    with torch.no_grad():
+        reference = model(src, lengths, prev)[0]
+        model.to(torch.bfloat16)
+        out = model(src, lengths, prev)[0]
+    attn = model.encoder.layers[0].self_attn
+    assert attn.rotary.cos_cached.dtype == torch.bfloat16 and attn.q_proj.weight.dtype == torch.bfloat16
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), reference, rtol=0.1, atol=0.15)
+    assert not any("cached" in key for key in model.state_dict())
+
+
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned"])
+def test_baseline_checkpoint_initialises_rope_model(dict_dir, build, positions):
+    """sinusoidal/learned -> RoPE fine-tuning: a trained transformer's state dict loads (strict)
+    into the rope model; its additive position embeddings are dropped, every other weight kept."""
+    flags = ["--encoder-learned-pos", "--decoder-learned-pos"] if positions == "learned" else []
+    base, _ = build(dict_dir, "transformer", *flags)
+    rope, _ = build(dict_dir, "rope_transformer", seed=1)
+    state = {k: v.clone() for k, v in base.state_dict().items()}
+    if positions == "sinusoidal":  # what older fairseq versions saved
+        state["encoder.embed_positions._float_tensor"] = torch.FloatTensor(1)
+    rope.load_state_dict(state, strict=True, model_cfg=rope.cfg)
+    rope_state = rope.state_dict()
+    kept = {k: v for k, v in base.state_dict().items() if "embed_positions" not in k}
+    assert set(rope_state) == set(kept)
+    for key, value in kept.items():
+        assert torch.equal(rope_state[key], value), key

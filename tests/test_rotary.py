@@ -1,0 +1,117 @@
+"""The rotation itself against the paper's definitions (eq. 15, 16, 34)."""
+
+import math
+
+import pytest
+import torch
+
+from fairseq_rope.rotary import RotaryEmbedding
+
+
+def rotary_matrix(m, d, theta=10000.0, layout="interleaved"):
+    """Eq. 15: the block-diagonal d x d rotation for position m, in float64.
+
+    For the "half" layout the same 2x2 blocks act on channel pairs (i, i + d/2)."""
+    R = torch.zeros(d, d, dtype=torch.float64)
+    for i in range(d // 2):
+        angle = m * theta ** (-2 * i / d)
+        a, b = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + d // 2)
+        R[a, a], R[a, b] = math.cos(angle), -math.sin(angle)
+        R[b, a], R[b, b] = math.sin(angle), math.cos(angle)
+    return R
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_rotation_is_eq15_block_diagonal_matrix(layout):
+    d, T = 16, 40
+    rope = RotaryEmbedding(d, layout=layout).double()
+    x = torch.randn(3, T, d, dtype=torch.float64)
+    out = rope(x, torch.arange(T))
+    for m in range(T):
+        expected = x[:, m] @ rotary_matrix(m, d, layout=layout).T
+        torch.testing.assert_close(out[:, m], expected, rtol=1e-12, atol=1e-12)
+
+
+def test_interleaved_is_the_paper_pairing():
+    """Eq. 34: x * cos + (-x2, x1, -x4, x3, ...) * sin, with theta_i = 10000^(-2(i-1)/d)."""
+    d = 8
+    x = torch.randn(d, dtype=torch.float64)
+    m = 7
+    theta = torch.tensor([10000 ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64)
+    cos, sin = (m * theta).cos().repeat_interleave(2), (m * theta).sin().repeat_interleave(2)
+    swapped = torch.stack([-x[1::2], x[0::2]], dim=-1).flatten()
+    expected = x * cos + swapped * sin
+    out = RotaryEmbedding(d).double()(x[None], torch.tensor([m]))[0]
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_norm_preserved_and_scores_depend_only_on_offset(layout):
+    d = 32
+    rope = RotaryEmbedding(d, layout=layout).double()
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(d, generator=g, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64)
+    for m, n in [(0, 0), (3, 11), (100, 37), (1857, 1500)]:
+        rq = rope(q[None], torch.tensor([m]))[0]
+        rk = rope(k[None], torch.tensor([n]))[0]
+        torch.testing.assert_close(rq.norm(), q.norm())
+        for shift in torch.randint(0, 5000, (5,), generator=g).tolist():
+            sq = rope(q[None], torch.tensor([m + shift]))[0]
+            sk = rope(k[None], torch.tensor([n + shift]))[0]
+            torch.testing.assert_close(sq @ sk, rq @ rk, rtol=1e-9, atol=1e-9)
+    # and they do depend on the offset
+    scores = [rope(q[None], torch.tensor([m]))[0] @ k for m in range(4)]
+    assert len({round(float(s), 6) for s in scores}) == 4
+
+
+def test_partial_rotation_leaves_the_rest_unchanged():
+    rope = RotaryEmbedding(8).double()
+    x = torch.randn(5, 20, dtype=torch.float64)
+    out = rope(x, torch.arange(5))
+    torch.testing.assert_close(out[:, 8:], x[:, 8:], rtol=0, atol=0)
+    torch.testing.assert_close(out[:, :8], rope(x[:, :8], torch.arange(5)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_half_precision_long_positions(dtype, layout):
+    """fp16/bf16 inputs at positions 0..8192 stay within half-precision rounding of float64.
+
+    Angles computed in half precision would be off by whole radians out there; the cache is
+    computed in float32 even after the module is cast with .half()/.to(bfloat16)."""
+    d, T = 64, 8193
+    rope = RotaryEmbedding(d, layout=layout).to(dtype)
+    x = torch.randn(T, d).to(dtype)
+    out = rope(x, torch.arange(T))
+    assert out.dtype == dtype and rope.cos_cached.dtype == dtype
+    reference = RotaryEmbedding(d, layout=layout).double()(x.double(), torch.arange(T))
+    eps = torch.finfo(dtype).eps
+    error = (out.double() - reference).abs().max().item()
+    assert error <= 4 * eps * x.abs().max().item(), error
+    # what the bug looked like: angles in half precision
+    m = torch.tensor(1857.0)
+    assert abs(torch.cos(m.to(torch.float16) * torch.tensor(0.9, dtype=torch.float16)).item() - math.cos(1857 * 0.9)) > 0.05
+
+
+def test_cache_grows_on_demand_follows_dtype_and_is_not_saved():
+    rope = RotaryEmbedding(16)
+    assert rope.state_dict() == {}
+    rope(torch.randn(10, 16), torch.arange(10))
+    small = rope.cos_cached.size(0)
+    x = torch.randn(1, 16)
+    out = rope(x, torch.tensor([100_000]))
+    assert rope.cos_cached.size(0) > 100_000 > small
+    expected = x.double() @ rotary_matrix(100_000, 16).T
+    torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-6)
+    rope.half()
+    assert rope.cos_cached.dtype == torch.float16
+    assert rope.state_dict() == {}
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"dim": 7}, "even"), ({"dim": 8, "theta": 0.0}, "theta"), ({"dim": 8, "layout": "spiral"}, "layout")],
+)
+def test_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        RotaryEmbedding(**kwargs)
