@@ -18,9 +18,7 @@ FAIRSEQ_CHECKPOINT_GLOBALS = [
     numpy.ndarray,  # --eval-bleu counts in extra_state["metrics"]
     numpy.dtype,
     numpy.dtypes.Int64DType,
-    numpy.dtypes.Float64DType,
     numpy._core.multiarray._reconstruct,
-    numpy._core.multiarray.scalar,
 ]
 
 
@@ -47,9 +45,10 @@ def load_checkpoint(path, map_location="cpu"):
             unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
         except Exception:
             unsafe = []
-        unsafe = [name for name in unsafe if not name.startswith(("argparse.", "numpy."))] or ["(see below)"]
+        allowed = {f"{g.__module__}.{g.__qualname__}" for g in FAIRSEQ_CHECKPOINT_GLOBALS}
+        unsafe = ", ".join(name for name in unsafe if name not in allowed) or "pickle instructions torch's safe loader refuses"
         raise UnsafeCheckpointError(
-            f"{path}: refusing to load this checkpoint: its pickle needs {', '.join(unsafe)}, which a fairseq "
+            f"{path}: refusing to load this checkpoint: its pickle needs {unsafe}, which a fairseq "
             f"checkpoint never contains and which could run code. Nothing from it was executed. "
             f"Only load it with weights_only=False if you trust whoever made it.\n{error}"
         ) from None

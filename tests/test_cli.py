@@ -1,0 +1,129 @@
+"""fairseq's own command lines with --user-dir fairseq_rope, end to end on a tiny generated corpus."""
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import USER_DIR
+from fairseq_rope.checkpoints import UnsafeCheckpointError, load_checkpoint
+
+BIN = os.path.dirname(sys.executable)
+TINY = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder-embed-dim 64 "
+        "--encoder-ffn-embed-dim 128 --decoder-ffn-embed-dim 128 --encoder-attention-heads 4 "
+        "--decoder-attention-heads 4 --share-all-embeddings").split()
+TRAIN = [*TINY, "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "5e-3", "--lr-scheduler", "inverse_sqrt",
+         "--warmup-updates", "10", "--warmup-init-lr", "1e-7", "--criterion", "label_smoothed_cross_entropy",
+         "--label-smoothing", "0.1", "--max-tokens", "2000", "--cpu", "--seed", "1", "--no-progress-bar",
+         "--log-interval", "10", "--user-dir", USER_DIR, "--num-workers", "0"]
+
+
+def run(tool, *args, check=True, **kwargs):
+    result = subprocess.run([os.path.join(BIN, tool), *map(str, args)], capture_output=True, text=True, **kwargs)
+    if check and result.returncode:
+        raise AssertionError(f"{tool} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A toy translation task (reverse the word order) preprocessed with fairseq-preprocess."""
+    root = tmp_path_factory.mktemp("cli")
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(30)]
+    for split, n in [("train", 600), ("valid", 20), ("test", 25)]:
+        with open(root / f"{split}.src", "w") as fs, open(root / f"{split}.tgt", "w") as ft:
+            for _ in range(n):
+                sentence = rng.choices(words, k=rng.randint(2, 10))
+                fs.write(" ".join(sentence) + "\n")
+                ft.write(" ".join(reversed(sentence)) + "\n")
+    run("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+        "--trainpref", root / "train", "--validpref", root / "valid", "--testpref", root / "test",
+        "--destdir", root / "bin", "--workers", "1")
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained(data):
+    """rope_transformer trained 40 updates, validating with --eval-bleu (numpy in the checkpoint)."""
+    save = data / "rope"
+    run("fairseq-train", data / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", "40",
+        "--save-dir", save, "--eval-bleu", "--eval-bleu-args", '{"beam": 2}', "--best-checkpoint-metric", "bleu",
+        "--maximize-best-checkpoint-metric")
+    return save
+
+
+def test_checkpoints_load_weights_only(trained):
+    from fairseq_rope.checkpoints import FAIRSEQ_CHECKPOINT_GLOBALS
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in FAIRSEQ_CHECKPOINT_GLOBALS}
+    for checkpoint in ("checkpoint_last.pt", "checkpoint_best.pt", "checkpoint1.pt"):
+        needed = set(torch.serialization.get_unsafe_globals_in_checkpoint(str(trained / checkpoint)))
+        assert needed <= allowed, needed - allowed
+    state = torch.load(trained / "checkpoint_last.pt", weights_only=True)  # the plugin allowlisted what it needs
+    assert state["cfg"]["model"].arch == "rope_transformer"
+    assert not any("cached" in key or "embed_positions" in key for key in state["model"])
+    assert state["extra_state"]["metrics"]  # --eval-bleu's numpy counts are in there
+
+
+def test_generate_beam4_and_interactive(data, trained):
+    out = run("fairseq-generate", data / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+              "--beam", "4", "--lenpen", "0.6", "--batch-size", "8", "--required-batch-size-multiple", "1", "--cpu")
+    hyps = [line for line in out.stdout.splitlines() if line.startswith("H-")]
+    assert len(hyps) == 25, out.stderr[-2000:]
+    assert "Translated 25 sentences" in out.stderr
+
+    sentences = "w1 w2 w3\nw7 w7 w8 w9 w10\n"
+    out = run("fairseq-interactive", data / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+              "--beam", "4", "--lenpen", "0.6", "--source-lang", "src", "--target-lang", "tgt", "--cpu",
+              input=sentences)
+    assert [line.split("\t")[0] for line in out.stdout.splitlines() if line.startswith("H-")] == ["H-0", "H-1"]
+
+
+def test_resume_training_from_checkpoint_last(data, trained, tmp_path):
+    save = tmp_path / "resume"
+    save.mkdir()
+    (save / "checkpoint_last.pt").write_bytes((trained / "checkpoint_last.pt").read_bytes())
+    out = run("fairseq-train", data / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", "50",
+              "--save-dir", save)
+    log = out.stdout + out.stderr
+    assert "Loaded checkpoint" in log and "@ 40 updates" in log, log[-3000:]
+    assert load_checkpoint(save / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == 50
+
+
+def test_finetune_rope_from_baseline_transformer(data, tmp_path):
+    """sinusoidal -> RoPE: fairseq-train --finetune-from-model with a trained `transformer` checkpoint."""
+    run("fairseq-train", data / "bin", "--arch", "transformer", *TRAIN, "--max-update", "5",
+        "--save-dir", tmp_path / "base", "--no-epoch-checkpoints")
+    out = run("fairseq-train", data / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", "5",
+              "--save-dir", tmp_path / "ft", "--no-epoch-checkpoints",
+              "--finetune-from-model", tmp_path / "base" / "checkpoint_last.pt")
+    assert "Loaded checkpoint" in out.stdout + out.stderr
+    base = load_checkpoint(tmp_path / "base" / "checkpoint_last.pt")["model"]
+    ft = load_checkpoint(tmp_path / "ft" / "checkpoint_last.pt")["model"]
+    assert set(ft) == {key for key in base if "embed_positions" not in key}
+
+
+class RunsCode:
+    """A pickle that would run a shell command when loaded."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_checkpoint_that_would_run_code_is_refused(data, tmp_path):
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.pt"
+    with open(evil, "wb") as f:
+        torch.save({"model": {}, "args": RunsCode(marker)}, f)
+    with pytest.raises(UnsafeCheckpointError, match=r"evil\.pt: refusing to load this checkpoint: its pickle needs posix\.system"):
+        load_checkpoint(evil)
+    out = run("fairseq-generate", data / "bin", "--user-dir", USER_DIR, "--path", evil, "--cpu", check=False)
+    assert out.returncode != 0
+    assert "Weights only load failed" in out.stderr and "system" in out.stderr
+    assert not marker.exists()
