@@ -8,6 +8,9 @@ import sys
 import pytest
 import torch
 
+from subword_nmt.apply_bpe import BPE
+from subword_nmt.learn_bpe import learn_bpe
+
 from conftest import USER_DIR
 from fairseq_rope.checkpoints import UnsafeCheckpointError, load_checkpoint
 
@@ -30,16 +33,21 @@ def run(tool, *args, check=True, **kwargs):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    """A toy translation task (reverse the word order) preprocessed with fairseq-preprocess."""
+    """A toy translation task (reverse the word order), BPE'd with subword-nmt, fairseq-preprocess'd."""
     root = tmp_path_factory.mktemp("cli")
     rng = random.Random(0)
     words = [f"w{i}" for i in range(30)]
+    raw = {}
     for split, n in [("train", 600), ("valid", 20), ("test", 25)]:
-        with open(root / f"{split}.src", "w") as fs, open(root / f"{split}.tgt", "w") as ft:
-            for _ in range(n):
-                sentence = rng.choices(words, k=rng.randint(2, 10))
-                fs.write(" ".join(sentence) + "\n")
-                ft.write(" ".join(reversed(sentence)) + "\n")
+        sentences = [rng.choices(words, k=rng.randint(2, 10)) for _ in range(n)]
+        raw[split, "src"] = [" ".join(s) for s in sentences]
+        raw[split, "tgt"] = [" ".join(reversed(s)) for s in sentences]
+    with open(root / "codes", "w") as codes:
+        learn_bpe(raw["train", "src"] + raw["train", "tgt"], codes, num_symbols=15)
+    with open(root / "codes") as codes:
+        bpe = BPE(codes)
+    for (split, lang), lines in raw.items():
+        (root / f"{split}.{lang}").write_text("".join(bpe.process_line(line) + "\n" for line in lines))
     run("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
         "--trainpref", root / "train", "--validpref", root / "valid", "--testpref", root / "test",
         "--destdir", root / "bin", "--workers", "1")
@@ -70,16 +78,36 @@ def test_checkpoints_load_weights_only(trained):
 
 def test_generate_beam4_and_interactive(data, trained):
     out = run("fairseq-generate", data / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
-              "--beam", "4", "--lenpen", "0.6", "--batch-size", "8", "--required-batch-size-multiple", "1", "--cpu")
+              "--beam", "4", "--lenpen", "0.6", "--batch-size", "8", "--required-batch-size-multiple", "1", "--cpu",
+              "--remove-bpe")
     hyps = [line for line in out.stdout.splitlines() if line.startswith("H-")]
     assert len(hyps) == 25, out.stderr[-2000:]
     assert "Translated 25 sentences" in out.stderr
 
-    sentences = "w1 w2 w3\nw7 w7 w8 w9 w10\n"
+    assert all("@@" not in line for line in hyps)
+
+
+def test_python_api_translates_like_fairseq_interactive(data, trained):
+    """load_translator: raw text -> Moses -> BPE -> beam 4 (lenpen 0.6) -> de-BPE -> detokenized,
+    the same strings fairseq-interactive prints with the same settings."""
+    from fairseq_rope.hub import load_translator
+
+    sentences = ["w1 w2 w3", "w7 w17 w8 w9 w10 w21"]
     out = run("fairseq-interactive", data / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
               "--beam", "4", "--lenpen", "0.6", "--source-lang", "src", "--target-lang", "tgt", "--cpu",
-              input=sentences)
-    assert [line.split("\t")[0] for line in out.stdout.splitlines() if line.startswith("H-")] == ["H-0", "H-1"]
+              "--bpe", "subword_nmt", "--bpe-codes", data / "codes", "--tokenizer", "moses",
+              "--max-len-a", "1.2", "--max-len-b", "10", input="\n".join(sentences) + "\n")
+    expected = [line.split("\t")[2] for line in out.stdout.splitlines() if line.startswith("D-")]
+    assert len(expected) == 2
+
+    mt = load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", bpe_codes=data / "codes",
+                         source_lang="src", target_lang="tgt")
+    assert mt.translate(sentences) == expected
+    assert mt.translate(sentences[0]) == expected[0]
+    with pytest.raises(FileNotFoundError, match="checkpoint not found: .*missing.pt"):
+        load_translator(trained, data / "bin", checkpoint_file="missing.pt", source_lang="src", target_lang="tgt")
+    with pytest.raises(FileNotFoundError, match="dictionary for 'en'"):
+        load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt")
 
 
 def test_resume_training_from_checkpoint_last(data, trained, tmp_path):
