@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""Compares two or more translation runs: sacreBLEU and chrF overall and by source length.
+
+    compare.py --src test.en --ref test.de --hyp baseline=eval/base/hyps.detok.de --hyp rope=eval/rope/hyps.detok.de \
+        [--buckets 10,20,30,40] [--out-md cmp.md] [--out-png cmp.png] [--out-json cmp.json]
+    compare.py --src raw/test.en --result eval/transformer/result.json --result eval/rope/result.json ...
+
+Runs, in the order given (the first is the one the others are tested against):
+  --hyp NAME=FILE       detokenized hypotheses, one line per sentence, in test-set order;
+  --result [NAME=]FILE  a result JSON of scripts/score_translations.py (the recipe's evaluate step):
+                        its "hyps_detok" file is scored; NAME defaults to its "run_name";
+                        --ref defaults to its "reference" (all such JSONs must agree).
+Scores: sacreBLEU (default 13a tokenization, mixed case) and chrF (chrF2) of every run, on the
+whole test set and on each source-length bucket. Source length = whitespace-separated words of
+the raw source line; --buckets 10,20,30,40 gives 1-10, 11-20, 21-30, 31-40 and 41+.
+Significance: sacrebleu's paired bootstrap resampling (sacrebleu.significance.PairedTest,
+test_type "bs", as `sacrebleu --paired-bs`) of every run against the first, overall and per
+bucket; seed 12345 unless SACREBLEU_SEED is set, so the p-values are reproducible.
+Outputs: a markdown table (stdout and --out-md), a PNG plot of BLEU and chrF by bucket
+(--out-png), and every number as JSON (--out-json).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+PROG = "compare.py"
+
+
+class InputError(SystemExit):
+    """A user error: exits with status 1 and the message (no traceback)."""
+
+    def __init__(self, message):
+        super().__init__(f"{PROG}: error: {message}")
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+class RunAction(argparse.Action):
+    """Collects --hyp and --result into one ordered list of (kind, name, path)."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        runs = getattr(namespace, self.dest, None) or []
+        kind = "hyp" if option_string == "--hyp" else "result"
+        name, sep, path = value.partition("=")
+        if not sep:
+            if kind == "hyp":
+                parser.error(f"--hyp expects NAME=FILE, got '{value}'")
+            name, path = "", value
+        elif not name or not path:
+            parser.error(f"{option_string} expects NAME=FILE, got '{value}'")
+        runs.append((kind, name, path))
+        setattr(namespace, self.dest, runs)
+
+
+def read_lines(path):
+    """Lines without their newline; only "\\n" ends a line (as fairseq and sacrebleu read text)."""
+    with open(path, encoding="utf-8", newline="\n") as f:
+        return [line[:-1] if line.endswith("\n") else line for line in f]
+
+
+def parse_buckets(text):
+    try:
+        edges = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--buckets must be increasing positive integers separated by commas, got '{text}'")
+    if not edges or any(e < 1 for e in edges) or any(b <= a for a, b in zip(edges, edges[1:])):
+        raise InputError(f"--buckets must be increasing positive integers separated by commas, got '{text}'")
+    return edges
+
+
+def bucket_bounds(edges):
+    """[(lo, hi or None, label)]: 1-10, 11-20, ..., 41+ for edges 10,20,30,40."""
+    bounds, lo = [], 1
+    for e in edges:
+        bounds.append((lo, e, f"{lo}-{e}" if e > lo else f"{lo}"))
+        lo = e + 1
+    bounds.append((lo, None, f"{lo}+"))
+    return bounds
+
+
+def resolve_runs(args):
+    """[(name, hypothesis path)], the reference path and the result JSONs' test set (if any)."""
+    missing, runs, refs_from_json, test_sets = [], [], [], set()
+    for kind, name, path in args.runs:
+        if kind == "hyp":
+            if not os.path.isfile(path):
+                missing.append(f"hypothesis file of run '{name}': {path}")
+            runs.append((name, path))
+            continue
+        if not os.path.isfile(path):
+            missing.append(f"result JSON{f' of run {name!r}' if name else ''}: {path}")
+            runs.append((name or path, None))
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                result = json.load(f)
+        except json.JSONDecodeError as error:
+            raise InputError(f"{path} is not valid JSON: {error}")
+        if not isinstance(result, dict) or "hyps_detok" not in result:
+            raise InputError(f"{path} has no 'hyps_detok': not a result JSON of scripts/score_translations.py")
+        name = name or result.get("run_name") or result.get("arch") or os.path.basename(os.path.dirname(path))
+        hyp = result["hyps_detok"]
+        if not os.path.isabs(hyp) and not os.path.isfile(hyp):
+            hyp = os.path.join(os.path.dirname(path), hyp)
+        if not os.path.isfile(hyp):
+            missing.append(f"hypothesis file of run '{name}' (\"hyps_detok\" in {path}): {hyp}")
+        if result.get("reference"):
+            refs_from_json.append((path, result["reference"]))
+        if result.get("test_set"):
+            test_sets.add(result["test_set"])
+        runs.append((name, hyp))
+    ref = args.ref
+    if ref is None:
+        if not refs_from_json:
+            raise InputError("no reference: give --ref FILE (needed unless every run is a --result JSON naming one)")
+        distinct = sorted({os.path.abspath(r) for _, r in refs_from_json})
+        if len(distinct) > 1:
+            raise InputError("the result JSONs name different references (" + "; ".join(
+                f"{p}: {r}" for p, r in refs_from_json) + "): give --ref FILE to choose")
+        ref = refs_from_json[0][1]
+    for what, path in (("source file (--src)", args.src), ("reference file", ref)):
+        if not os.path.isfile(path):
+            missing.insert(0, f"{what}: {path}")
+    if missing:
+        raise InputError("file(s) not found:\n  " + "\n  ".join(missing))
+    names = [n for n, _ in runs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InputError(f"run names must be unique; repeated: {', '.join(duplicates)} (use NAME=FILE)")
+    if "=" in "".join(names) or "|" in "".join(names):
+        raise InputError("run names may not contain '=' or '|'")
+    return runs, ref, sorted(test_sets)
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def metrics():
+    from sacrebleu.metrics import BLEU, CHRF
+
+    return {"BLEU": BLEU(), "chrF": CHRF()}
+
+
+def score_subset(named_hyps, refs, n_samples):
+    """Scores of every run on these sentences, with paired bootstrap p-values against the first run.
+
+    Returns ({run: {"bleu", "chrf", "bleu_ci", "chrf_ci", "bleu_p", "chrf_p"}}, signatures) where
+    p is None for the first run and CI is the half-width of the bootstrap 95% interval.
+    """
+    from sacrebleu.significance import PairedTest
+
+    named_hyps = list(named_hyps)
+    if len(named_hyps) >= 2:
+        test = PairedTest(named_hyps, metrics(), references=[refs], test_type="bs", n_samples=n_samples)
+        signatures, table = test()
+        keys = [k for k in table if k != "System"]  # "BLEU", "chrF2" in the order of metrics()
+        out = {}
+        for i, (name, _) in enumerate(named_hyps):
+            out[name] = {}
+            for short, key in zip(("bleu", "chrf"), keys):
+                r = table[key][i]
+                out[name].update({short: float(r.score), f"{short}_ci": _maybe(r.ci),
+                                  f"{short}_p": _maybe(r.p_value) if i else None})
+        return out, {k: str(v) for k, v in signatures.items()}
+    name, hyps = named_hyps[0]
+    out, sigs = {name: {}}, {}
+    for short, metric in zip(("bleu", "chrf"), metrics().values()):
+        s = metric.corpus_score(hyps, [refs])
+        out[name].update({short: float(s.score), f"{short}_ci": None, f"{short}_p": None})
+        sigs[s.name] = str(metric.get_signature())
+    return out, sigs
+
+
+def _maybe(x):
+    return None if x is None else float(x)
+
+
+def compare(src, refs, runs, edges, n_samples):
+    """All the numbers, as a JSON-able dict. ``runs`` = [(name, hypotheses)]; lists of equal length."""
+    lengths = [len(s.split()) for s in src]
+    overall, signatures = score_subset(runs, refs, n_samples)
+    buckets = []
+    for lo, hi, label in bucket_bounds(edges):
+        idx = [i for i, n in enumerate(lengths) if n >= lo and (hi is None or n <= hi)]
+        entry = {"label": label, "min_words": lo, "max_words": hi, "sentences": len(idx), "scores": None}
+        if idx:
+            entry["scores"], _ = score_subset([(name, [h[i] for i in idx]) for name, h in runs],
+                                              [refs[i] for i in idx], n_samples)
+        buckets.append(entry)
+    return {
+        "runs": [name for name, _ in runs],
+        "sentences": len(src),
+        "source_words": {"min": min(lengths), "max": max(lengths), "mean": round(sum(lengths) / len(lengths), 2)},
+        "bucket_edges": edges,
+        "bootstrap_samples": n_samples if len(runs) > 1 else 0,
+        "bootstrap_seed": os.environ.get("SACREBLEU_SEED", "12345"),
+        "signatures": signatures,
+        "overall": overall,
+        "buckets": buckets,
+    }
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def _cell(scores, name, metric, first, ci=False):
+    s = scores[name]
+    text = f"{s[metric]:.2f}"
+    if ci and s[f"{metric}_ci"] is not None:
+        text += f" ± {s[f'{metric}_ci']:.2f}"
+    if name != first:
+        d = s[metric] - scores[first][metric]
+        p = s[f"{metric}_p"]
+        text += f" ({d:+.2f}, p={p:.3f}{'*' if p < 0.05 else ''})" if p is not None else f" ({d:+.2f})"
+    return text
+
+
+def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_max_words=None):
+    runs, first = res["runs"], res["runs"][0]
+    sw = res["source_words"]
+    lines = [f"## {title}", ""]
+    lines.append(f"Test set: {'; '.join(test_sets) + ', ' if test_sets else ''}{res['sentences']} sentences "
+                 f"(source `{src_path}`, {sw['min']}-{sw['max']} words, mean {sw['mean']}; reference `{ref_path}`).")
+    lines.append("Hypotheses: " + "; ".join(f"{n}: `{p}`" for n, p in hyp_paths) + ".")
+    if train_max_words:
+        lines.append(f"Longest training source: {train_max_words} words; longer buckets are extrapolation.")
+    lines.append("")
+    if len(runs) > 1:
+        lines.append(f"In parentheses: difference to **{first}** and the p-value of sacrebleu's paired bootstrap "
+                     f"test ({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}); "
+                     f"* = p < 0.05. ± is the half-width of the bootstrap 95% confidence interval.")
+        lines.append("")
+    lines += ["| Run | BLEU | chrF |", "|---|---:|---:|"]
+    for name in runs:
+        cells = [_cell(res["overall"], name, m, first, ci=True) for m in ("bleu", "chrf")]
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
+    lines += ["", "By source length (words):", ""]
+    header = ["Source words", "Sentences"] + [f"BLEU {n}" for n in runs] + [f"chrF {n}" for n in runs]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|---|---:|" + "---:|" * (2 * len(runs)))
+    for b in res["buckets"]:
+        label = b["label"]
+        if train_max_words and b["min_words"] > train_max_words:
+            label += " (unseen)"
+        if not b["scores"]:
+            cells = ["–"] * (2 * len(runs))
+        else:
+            cells = [_cell(b["scores"], n, m, first) for m in ("bleu", "chrf") for n in runs]
+        lines.append(f"| {label} | {b['sentences']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for name, sig in res["signatures"].items():
+        lines.append(f"{name} signature: `{sig}`")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def render_png(res, path, title, train_max_words=None):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = res["runs"]
+    buckets = [b for b in res["buckets"] if b["scores"]]
+    labels = [f"{b['label']}\n(n={b['sentences']})" for b in buckets]
+    fig, axes = plt.subplots(1, 2, figsize=(max(9, 1.6 * len(buckets) * (1 + 0.25 * len(runs))), 5))
+    width = 0.8 / len(runs)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, metric, ylabel in ((axes[0], "bleu", "sacreBLEU"), (axes[1], "chrf", "chrF")):
+        for j, name in enumerate(runs):
+            xs = [i + (j - (len(runs) - 1) / 2) * width for i in range(len(buckets))]
+            ys = [b["scores"][name][metric] for b in buckets]
+            overall = res["overall"][name][metric]
+            bars = ax.bar(xs, ys, width, label=f"{name} (all: {overall:.1f})", color=colors[j % len(colors)])
+            for bar, y in zip(bars, ys):
+                ax.annotate(f"{y:.1f}", (bar.get_x() + bar.get_width() / 2, y), xytext=(0, 2),
+                            textcoords="offset points", ha="center", va="bottom", fontsize=7)
+        top = max([b["scores"][n][metric] for b in buckets for n in runs] + [1.0])
+        ax.set_ylim(0, top * 1.22)
+        if train_max_words:
+            unseen = [i for i, b in enumerate(buckets) if b["min_words"] > train_max_words]
+            if unseen:
+                ax.axvspan(min(unseen) - 0.5, len(buckets) - 0.5, color="0.9", zorder=0)
+                ax.text(min(unseen) - 0.45, top * 1.2, f"longer than any\ntraining source\n(> {train_max_words} words)",
+                        fontsize=7, va="top", ha="left", color="0.3")
+        ax.set_xticks(range(len(buckets)))
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_xlim(-0.5, len(buckets) - 0.5)
+        ax.set_xlabel("source length (words)")
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_axisbelow(True)
+        ax.set_title(f"{ylabel} by source length", fontsize=10)
+    handles, legend_labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, legend_labels, loc="upper center", ncol=min(len(runs), 4), fontsize=9,
+               bbox_to_anchor=(0.5, 0.955), frameon=False)
+    fig.suptitle(title, fontsize=11, y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def write_text(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap.add_argument("--src", required=True, help="raw source file of the test set (one sentence per line)")
+    ap.add_argument("--ref", help="raw reference file (default: the result JSONs' 'reference')")
+    ap.add_argument("--hyp", dest="runs", action=RunAction, metavar="NAME=FILE", help="a run's detokenized hypotheses")
+    ap.add_argument("--result", dest="runs", action=RunAction, metavar="[NAME=]FILE",
+                    help="a run's result JSON (scripts/score_translations.py)")
+    ap.add_argument("--buckets", default="10,20,30,40", help="bucket edges in source words (default: %(default)s)")
+    ap.add_argument("--bootstrap-samples", type=int, default=1000, help="paired bootstrap resamples (default 1000)")
+    ap.add_argument("--title", default="Translation quality by source length")
+    ap.add_argument("--train-max-words", type=int,
+                    help="longest training source in words: marks the longer buckets as unseen lengths")
+    ap.add_argument("--out-md", help="write the markdown table here")
+    ap.add_argument("--out-png", help="write the plot here (PNG)")
+    ap.add_argument("--out-json", help="write every number here (JSON)")
+    args = ap.parse_args(argv)
+    if not args.runs:
+        ap.error("give at least one run: --hyp NAME=FILE or --result FILE.json")
+    if args.bootstrap_samples < 1:
+        ap.error("--bootstrap-samples must be >= 1")
+    edges = parse_buckets(args.buckets)
+    runs, ref_path, test_sets = resolve_runs(args)
+
+    src, refs = read_lines(args.src), read_lines(ref_path)
+    if len(refs) != len(src):
+        raise InputError(f"the reference {ref_path} has {len(refs)} lines but the source {args.src} has {len(src)}")
+    if not src:
+        raise InputError(f"the source file {args.src} is empty")
+    hyps = []
+    for name, path in runs:
+        lines = read_lines(path)
+        if len(lines) != len(src):
+            raise InputError(f"hypothesis file {path} (run '{name}') has {len(lines)} lines but the source "
+                             f"{args.src} has {len(src)} lines: one detokenized hypothesis per test sentence, "
+                             f"in test order, is expected")
+        hyps.append((name, lines))
+
+    res = compare(src, refs, hyps, edges, args.bootstrap_samples)
+    res["files"] = {"source": args.src, "reference": ref_path, "hypotheses": dict(runs)}
+    md = render_markdown(res, args.title, args.src, ref_path, runs, test_sets, args.train_max_words)
+    sys.stdout.write(md)
+    if args.out_md:
+        write_text(args.out_md, md)
+    if args.out_json:
+        write_text(args.out_json, json.dumps(res, indent=2, ensure_ascii=False) + "\n")
+    if args.out_png:
+        render_png(res, args.out_png, args.title, args.train_max_words)
+    for path in (args.out_md, args.out_png, args.out_json):
+        if path:
+            print(f"[{PROG}] wrote {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""scripts/compare.py (scores by source length, paired bootstrap, table, plot) and scripts/plot_training.py.
+
+Fixtures (tests/fixtures/analysis/): src.en / ref.de are 120 pairs of scripts/make_sample_corpus.py
+(seed 7); hyp_a.de / hyp_b.de are the references with words dropped and swapped (fixed seeds), so
+the two "systems" differ by a few BLEU. fairseq_train_{json,simple}.log are the logs of one real
+fairseq-train run each (rope_transformer, 60 updates, --eval-bleu; the model dump is cut out).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import sacrebleu
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIX = os.path.join(REPO, "tests", "fixtures", "analysis")
+COMPARE = os.path.join(REPO, "scripts", "compare.py")
+PLOT_TRAINING = os.path.join(REPO, "scripts", "plot_training.py")
+SACREBLEU = os.path.join(os.path.dirname(sys.executable), "sacrebleu")
+SRC, REF, HYP_A, HYP_B = (os.path.join(FIX, f) for f in ("src.en", "ref.de", "hyp_a.de", "hyp_b.de"))
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import plot_training  # noqa: E402
+
+
+def run(script, *args, check=True):
+    env = dict(os.environ)
+    env.pop("SACREBLEU_SEED", None)
+    result = subprocess.run([sys.executable, script, *map(str, args)], capture_output=True, text=True, env=env)
+    if check and result.returncode:
+        raise AssertionError(f"{script} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def lines(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    """compare.py on the fixtures, baseline first: (result JSON, markdown, png path)."""
+    out = tmp_path_factory.mktemp("compare")
+    run(COMPARE, "--src", SRC, "--ref", REF, "--hyp", f"base={HYP_A}", "--hyp", f"rope={HYP_B}",
+        "--buckets", "5,10,20,30", "--out-md", out / "t.md", "--out-png", out / "t.png", "--out-json", out / "t.json",
+        "--train-max-words", 20)
+    return json.loads((out / "t.json").read_text()), (out / "t.md").read_text(), out / "t.png"
+
+
+def test_overall_scores_equal_the_sacrebleu_cli(compared):
+    res, _, _ = compared
+    for name, hyp in (("base", HYP_A), ("rope", HYP_B)):
+        cli = subprocess.run([SACREBLEU, REF, "-i", hyp, "-m", "bleu", "chrf", "-b", "-w", "4"],
+                             capture_output=True, text=True, check=True)
+        bleu, chrf = json.loads(cli.stdout)
+        assert round(res["overall"][name]["bleu"], 4) == pytest.approx(bleu, abs=1e-4)
+        assert round(res["overall"][name]["chrf"], 4) == pytest.approx(chrf, abs=1e-4)
+    assert res["signatures"]["BLEU"].endswith(f"tok:13a|smooth:exp|version:{sacrebleu.__version__}")
+
+
+def test_paired_bootstrap_equals_the_sacrebleu_cli(compared):
+    """Same p-values and confidence intervals as `sacrebleu --paired-bs` (JSON output crashes under numpy 2)."""
+    res, _, _ = compared
+    cli = subprocess.run([SACREBLEU, REF, "-i", HYP_A, HYP_B, "-m", "bleu", "chrf", "-w", "4", "--paired-bs",
+                          "-f", "text"], capture_output=True, text=True, check=True).stdout
+    p_bleu, p_chrf = (float(p) for p in re.findall(r"\(p = ([0-9.]+)\)", cli))
+    rope = res["overall"]["rope"]
+    assert round(rope["bleu_p"], 4) == p_bleu and round(rope["chrf_p"], 4) == p_chrf
+    assert 0.001 < rope["bleu_p"] < 0.5  # a real test, not a saturated one
+    ci = re.search(r"hyp_b\.de │ [0-9.]+ \([0-9.]+ ± ([0-9.]+)\)", cli).group(1)
+    assert round(rope["bleu_ci"], 4) == float(ci)
+    assert res["overall"]["base"]["bleu_p"] is None
+
+
+def test_bucket_scores_equal_sacrebleu_on_the_subset(compared):
+    res, _, _ = compared
+    src, ref = lines(SRC), lines(REF)
+    hyps = {"base": lines(HYP_A), "rope": lines(HYP_B)}
+    lengths = [len(s.split()) for s in src]
+    assert [b["label"] for b in res["buckets"]] == ["1-5", "6-10", "11-20", "21-30", "31+"]
+    assert sum(b["sentences"] for b in res["buckets"]) == len(src)
+    for b in res["buckets"]:
+        hi = b["max_words"] or 10**9
+        idx = [i for i, n in enumerate(lengths) if b["min_words"] <= n <= hi]
+        assert b["sentences"] == len(idx) > 0
+        for name, h in hyps.items():
+            sub_h, sub_r = [h[i] for i in idx], [[ref[i] for i in idx]]
+            assert b["scores"][name]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(sub_h, sub_r).score, abs=1e-9)
+            assert b["scores"][name]["chrf"] == pytest.approx(sacrebleu.corpus_chrf(sub_h, sub_r).score, abs=1e-9)
+        assert b["scores"]["rope"]["bleu_p"] is not None
+
+
+def test_one_bucket_against_the_sacrebleu_cli(compared, tmp_path):
+    res, _, _ = compared
+    bucket = res["buckets"][2]  # 11-20 words
+    keep = [i for i, s in enumerate(lines(SRC)) if 11 <= len(s.split()) <= 20]
+    (tmp_path / "ref").write_text("".join(lines(REF)[i] + "\n" for i in keep), encoding="utf-8")
+    (tmp_path / "hyp").write_text("".join(lines(HYP_B)[i] + "\n" for i in keep), encoding="utf-8")
+    cli = subprocess.run([SACREBLEU, tmp_path / "ref", "-i", tmp_path / "hyp", "-b", "-w", "4"],
+                         capture_output=True, text=True, check=True)
+    assert round(bucket["scores"]["rope"]["bleu"], 4) == float(cli.stdout)
+
+
+def test_markdown_and_png(compared):
+    res, md, png = compared
+    rope = res["overall"]["rope"]
+    assert f"| rope | {rope['bleu']:.2f} ± {rope['bleu_ci']:.2f} (+" in md
+    assert "| 21-30 (unseen) |" in md and "| 11-20 | " in md
+    assert "BLEU signature: `nrefs:1|bs:1000|seed:12345|" in md
+    data = png.read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+
+
+def test_result_json_inputs(tmp_path, compared):
+    """The evaluate step's result.json (score_translations.py): hypotheses and reference come from it."""
+    paths = []
+    for name, hyp in (("transformer", HYP_A), ("rope_transformer", HYP_B)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"run_name": name, "reference": REF, "hyps_detok": hyp, "test_set": "fixture",
+                                    "sacrebleu": 0.0, "n_sentences": 120}))
+        paths.append(path)
+    run(COMPARE, "--src", SRC, "--result", paths[0], "--result", f"rope={paths[1]}", "--buckets", "5,10,20,30",
+        "--out-json", tmp_path / "r.json")
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert res["runs"] == ["transformer", "rope"]
+    assert res["overall"]["rope"] == compared[0]["overall"]["rope"]
+    assert res["buckets"] == [{**b, "scores": {{"base": "transformer"}.get(k, k): v for k, v in b["scores"].items()}}
+                              for b in compared[0]["buckets"]]
+
+
+def test_wrong_number_of_lines_names_the_file_and_both_counts(tmp_path):
+    short = tmp_path / "short.de"
+    short.write_text("".join(line + "\n" for line in lines(HYP_B)[:117]), encoding="utf-8")
+    r = run(COMPARE, "--src", SRC, "--ref", REF, "--hyp", f"base={HYP_A}", "--hyp", f"rope={short}", check=False)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert f"hypothesis file {short} (run 'rope') has 117 lines but the source {SRC} has 120 lines" in r.stderr
+
+
+def test_missing_files_are_all_named(tmp_path):
+    r = run(COMPARE, "--src", tmp_path / "nope.en", "--ref", REF, "--hyp", f"base={HYP_A}",
+            "--hyp", f"rope={tmp_path / 'gone.de'}", "--result", tmp_path / "absent.json", check=False)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert f"source file (--src): {tmp_path / 'nope.en'}" in r.stderr
+    assert f"hypothesis file of run 'rope': {tmp_path / 'gone.de'}" in r.stderr
+    assert f"result JSON: {tmp_path / 'absent.json'}" in r.stderr
+
+
+def test_bad_buckets_and_reference_mismatch(tmp_path):
+    r = run(COMPARE, "--src", SRC, "--ref", REF, "--hyp", f"a={HYP_A}", "--buckets", "10,5", check=False)
+    assert r.returncode == 1 and "--buckets must be increasing" in r.stderr
+    short_ref = tmp_path / "ref.de"
+    short_ref.write_text("x\n")
+    r = run(COMPARE, "--src", SRC, "--ref", short_ref, "--hyp", f"a={HYP_A}", check=False)
+    assert r.returncode == 1 and f"the reference {short_ref} has 1 lines but the source {SRC} has 120" in r.stderr
+
+
+# --------------------------------------------------------------------------- plot_training.py
+
+JSON_LOG, SIMPLE_LOG = (os.path.join(FIX, f"fairseq_train_{fmt}.log") for fmt in ("json", "simple"))
+
+
+def test_json_and_simple_logs_parse_to_the_same_curves():
+    a, b = plot_training.parse_log(JSON_LOG), plot_training.parse_log(SIMPLE_LOG)
+    assert sorted(a["train_inner"]) == [10, 20, 30, 40, 50, 60]
+    assert sorted(a["valid"]) == [20, 28, 40, 56, 60]
+    for kind, key in (("train_inner", "loss"), ("train", "loss"), ("valid", "loss"), ("valid", "nll_loss"),
+                      ("valid", "bleu")):
+        assert plot_training.series(a, kind, key) == plot_training.series(b, kind, key), (kind, key)
+    assert a["train_inner"][10]["loss"] == 11.87 and a["valid"][60]["loss"] == 9.202
+
+
+def test_resumed_log_keeps_the_later_value(tmp_path):
+    log = tmp_path / "train.log"
+    text = open(JSON_LOG, encoding="utf-8").read()
+    replay = ('2026-11-22 05:00:00 | INFO | train_inner | {"epoch": 2, "update": 1.4, "loss": "5.5", '
+              '"num_updates": "40"}\n# 2026-11-22 05:00:01 fairseq-train ...\n')
+    log.write_text(text + replay, encoding="utf-8")
+    records = plot_training.parse_log(str(log))
+    assert records["train_inner"][40]["loss"] == 5.5 and records["train_inner"][30]["loss"] == 10.244
+
+
+def test_plot_training_writes_a_png(tmp_path):
+    out = tmp_path / "curves.png"
+    r = run(PLOT_TRAINING, f"json={JSON_LOG}", f"simple={SIMPLE_LOG}", "--out", out)
+    assert out.read_bytes().startswith(PNG_MAGIC) and out.stat().st_size > 10_000
+    assert "json: " in r.stderr and "5 validations (5 with BLEU), up to update 60" in r.stderr
+    # a directory stands for DIR/train.log and names the run
+    run_dir = tmp_path / "rope"
+    run_dir.mkdir()
+    (run_dir / "train.log").write_text(open(SIMPLE_LOG, encoding="utf-8").read(), encoding="utf-8")
+    r = run(PLOT_TRAINING, run_dir, "--out", tmp_path / "one.png", "--loss", "nll_loss")
+    assert "rope: " in r.stderr and (tmp_path / "one.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_plot_training_errors(tmp_path):
+    r = run(PLOT_TRAINING, f"a={tmp_path / 'none.log'}", "--out", tmp_path / "x.png", check=False)
+    assert r.returncode == 1 and f"log of run 'a': {tmp_path / 'none.log'}" in r.stderr
+    empty = tmp_path / "empty.log"
+    empty.write_text("nothing to see\n")
+    r = run(PLOT_TRAINING, f"a={empty}", "--out", tmp_path / "x.png", check=False)
+    assert r.returncode == 1 and "no fairseq training statistics" in r.stderr and str(empty) in r.stderr
+    assert not (tmp_path / "x.png").exists()
