@@ -1,0 +1,107 @@
+# Shared helpers of the WMT14 En-De recipe; sourced by every step, never run directly.
+# shellcheck shell=bash
+
+RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$RECIPE_DIR/../.." && pwd)
+SCRIPTS=$REPO_ROOT/scripts
+# --user-dir for every fairseq command, the baseline included: importing the plugin also
+# allowlists what fairseq checkpoints pickle, without which torch>=2.6 cannot load them.
+USER_DIR=${USER_DIR:-$REPO_ROOT/fairseq_rope}
+WORK_DIR=${WORK_DIR:-$REPO_ROOT/work/wmt14_en_de}
+SRC=${SRC:-en}
+TGT=${TGT:-de}
+# The interpreter: the active virtual environment's, else the repository's .venv, else python3.
+if [ -z "${PYTHON:-}" ]; then
+  if [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then PYTHON=$VIRTUAL_ENV/bin/python
+  elif [ -x "$REPO_ROOT/.venv/bin/python" ]; then PYTHON=$REPO_ROOT/.venv/bin/python
+  else PYTHON=python3; fi
+fi
+# fairseq-* and subword-nmt live next to that interpreter
+PYTHON_BIN=$(dirname "$(command -v "$PYTHON" || echo "$PYTHON")")
+case ":$PATH:" in *":$PYTHON_BIN:"*) ;; *) PATH=$PYTHON_BIN:$PATH ;; esac
+export PATH PYTHONUNBUFFERED=1
+
+STEP=$(basename "$0" .sh)
+log() { echo "[$STEP] $*" >&2; }
+die() { echo "[$STEP] ERROR: $*" >&2; exit 1; }
+
+# need_cmd NAME [hint]: fails naming the missing program
+need_cmd() {
+  command -v "$1" >/dev/null 2>&1 || die "required program '$1' not found in PATH${2:+ ($2)}"
+}
+# need_file PATH [what]: fails naming the missing file
+need_file() {
+  [ -f "$1" ] || die "${2:-required file} not found: $1"
+}
+# need_int NAME VALUE [min]: an environment knob must be an integer >= min
+need_int() {
+  [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge "${3:-0}" ] \
+    || die "$1 must be an integer >= ${3:-0}, got '$2'"
+}
+# need_num NAME VALUE: a positive number such as 5e-4
+need_num() {
+  [[ "$2" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "$1 must be a number, got '$2'"
+}
+# one_of NAME VALUE CHOICE...
+one_of() {
+  local name=$1 value=$2; shift 2
+  local c; for c in "$@"; do [ "$value" = "$c" ] && return 0; done
+  die "$name must be one of: $*; got '$value'"
+}
+
+line_count() { wc -l < "$1" | tr -d ' '; }
+
+# check_parallel PREFIX: PREFIX.$SRC and PREFIX.$TGT exist and have equal line counts
+check_parallel() {
+  local a=$1.$SRC b=$1.$TGT
+  need_file "$a" "parallel file"
+  need_file "$b" "parallel file"
+  local na nb
+  na=$(line_count "$a"); nb=$(line_count "$b")
+  [ "$na" = "$nb" ] || die "parallel files differ in length: $a has $na lines, $b has $nb lines"
+  [ "$na" -gt 0 ] || die "parallel files are empty: $a, $b"
+}
+
+# Step markers. A step's outputs are complete when DIR/.done exists; it is written last and
+# holds the settings the outputs were made with.
+# done_ok DIR SETTINGS: 0 if DIR/.done holds exactly SETTINGS; 1 if absent; dies if different
+done_ok() {
+  local dir=$1 settings=$2
+  [ -f "$dir/.done" ] || return 1
+  if [ "$(cat "$dir/.done")" != "$settings" ]; then
+    die "$dir was made with other settings:
+$(diff <(cat "$dir/.done") <(echo "$settings") | sed 's/^/    /')
+  (< made with, > requested). Remove $dir or set another WORK_DIR."
+  fi
+  return 0
+}
+mark_done() { printf '%s\n' "$2" > "$1/.done.tmp" && mv -f "$1/.done.tmp" "$1/.done"; }
+
+# run_to OUT CMD...: runs CMD with stdout to OUT.tmp, renamed to OUT only on success
+run_to() {
+  local out=$1; shift
+  "$@" > "$out.tmp" || { local rc=$?; rm -f "$out.tmp"; return $rc; }
+  mv -f "$out.tmp" "$out"
+}
+
+# Number of GPUs this process may use: NGPU if set, else CUDA_VISIBLE_DEVICES, else nvidia-smi -L.
+detect_gpus() {
+  if [ -n "${NGPU:-}" ]; then need_int NGPU "$NGPU"; echo "$NGPU"; return; fi
+  if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
+    if [ -z "$CUDA_VISIBLE_DEVICES" ] || [ "$CUDA_VISIBLE_DEVICES" = "-1" ]; then echo 0
+    else echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .; fi
+    return
+  fi
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true
+    return
+  fi
+  echo 0
+}
+
+# The plugin must import before anything else runs with --user-dir.
+check_plugin() {
+  [ -f "$USER_DIR/__init__.py" ] || die "USER_DIR=$USER_DIR is not the fairseq_rope plugin (no __init__.py)"
+  (cd "$(dirname "$USER_DIR")" && "$PYTHON" -c "import $(basename "$USER_DIR")") \
+    || die "cannot import the plugin $USER_DIR with $PYTHON (see the error above)"
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Step 2: trains one model with the paper's setup (RoFormer 4.1 / Vaswani et al. base).
+#
+#   ARCH                  rope_transformer_wmt_en_de (default) or transformer_wmt_en_de (baseline),
+#                         or any fairseq/plugin architecture (the sample uses rope_transformer/transformer)
+#   RUN_NAME              names the run (default: $ARCH); SAVE_DIR=$WORK_DIR/checkpoints/$RUN_NAME
+#   DATA_BIN              binarized data (default: $WORK_DIR/data-bin, from prepare.sh)
+#   MAX_UPDATE            100000 (Transformer-base: 100k steps)
+#   LR 5e-4, WARMUP_INIT_LR 1e-7, WARMUP_UPDATES 4000 (inverse_sqrt), ADAM_BETAS "(0.9, 0.98)",
+#   DROPOUT 0.1, LABEL_SMOOTHING 0.1, WEIGHT_DECAY 0.0, CLIP_NORM 0.0, SEED 1
+#   TOKENS_PER_UPDATE     25000 target tokens per update (Vaswani: ~25k source + ~25k target)
+#   MAX_TOKENS_PER_GPU    4096, the memory cap per GPU and batch
+#   MAX_TOKENS, UPDATE_FREQ  default: UPDATE_FREQ = ceil(TOKENS_PER_UPDATE / (WORLD * MAX_TOKENS_PER_GPU)),
+#                         MAX_TOKENS = ceil(TOKENS_PER_UPDATE / (WORLD * UPDATE_FREQ)), WORLD = GPUs in all nodes
+#   NGPU                  GPUs per node (default: CUDA_VISIBLE_DEVICES, else nvidia-smi -L; 0 = CPU)
+#   PRECISION             auto (fp16 on GPU, fp32 on CPU), fp16, bf16 or fp32
+#   SAVE_INTERVAL_UPDATES 1000, KEEP_INTERVAL_UPDATES 5 (the last 5 are averaged by average.sh)
+#   LOG_INTERVAL 100, LOG_FORMAT json (to $SAVE_DIR/train.log as well as the terminal)
+#   NNODES 1, NODE_RANK 0, MASTER_ADDR, MASTER_PORT 29500, LAUNCHER auto|torchrun: with NNODES>1
+#                         (or LAUNCHER=torchrun) fairseq-train runs under torchrun on every node
+#   EXTRA_TRAIN_ARGS      more fairseq-train arguments, e.g. "--encoder-layers 2"
+#   DRY_RUN=1             print the plan and the command, run nothing
+# Re-running continues from $SAVE_DIR/checkpoint_last.pt (fairseq's default --restore-file)
+# and does nothing once $SAVE_DIR/.done records these settings.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+ARCH=${ARCH:-rope_transformer_wmt_en_de}
+RUN_NAME=${RUN_NAME:-$ARCH}
+DATA_BIN=${DATA_BIN:-$WORK_DIR/data-bin}
+SAVE_DIR=${SAVE_DIR:-$WORK_DIR/checkpoints/$RUN_NAME}
+MAX_UPDATE=${MAX_UPDATE:-100000}
+LR=${LR:-5e-4}
+WARMUP_INIT_LR=${WARMUP_INIT_LR:-1e-7}
+WARMUP_UPDATES=${WARMUP_UPDATES:-4000}
+ADAM_BETAS=${ADAM_BETAS:-(0.9, 0.98)}
+DROPOUT=${DROPOUT:-0.1}
+LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1}
+WEIGHT_DECAY=${WEIGHT_DECAY:-0.0}
+CLIP_NORM=${CLIP_NORM:-0.0}
+SEED=${SEED:-1}
+TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-25000}
+MAX_TOKENS_PER_GPU=${MAX_TOKENS_PER_GPU:-4096}
+SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-1000}
+KEEP_INTERVAL_UPDATES=${KEEP_INTERVAL_UPDATES:-5}
+LOG_INTERVAL=${LOG_INTERVAL:-100}
+LOG_FORMAT=${LOG_FORMAT:-json}
+PRECISION=${PRECISION:-auto}
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+MASTER_PORT=${MASTER_PORT:-29500}
+LAUNCHER=${LAUNCHER:-auto}
+EXTRA_TRAIN_ARGS=${EXTRA_TRAIN_ARGS:-}
+
+need_int MAX_UPDATE "$MAX_UPDATE" 1
+for v in LR WARMUP_INIT_LR DROPOUT LABEL_SMOOTHING WEIGHT_DECAY CLIP_NORM; do need_num "$v" "${!v}"; done
+[[ "$ADAM_BETAS" =~ ^\([0-9.]+,\ *[0-9.]+\)$ ]] || die "ADAM_BETAS must look like '(0.9, 0.98)', got '$ADAM_BETAS'"
+for v in WARMUP_UPDATES SEED; do need_int "$v" "${!v}" 0; done
+for v in TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU SAVE_INTERVAL_UPDATES KEEP_INTERVAL_UPDATES LOG_INTERVAL NNODES; do
+  need_int "$v" "${!v}" 1
+done
+one_of PRECISION "$PRECISION" auto fp16 bf16 fp32
+one_of LOG_FORMAT "$LOG_FORMAT" json simple tqdm none
+one_of LAUNCHER "$LAUNCHER" auto torchrun
+need_file "$DATA_BIN/dict.$SRC.txt" "binarized data (run prepare.sh first; DATA_BIN)"
+need_cmd fairseq-train "pip install fairseq-fixed"
+check_plugin
+
+NGPU=$(detect_gpus)
+WORLD=$(( NGPU > 0 ? NGPU * NNODES : 1 ))
+# UPDATE_FREQ first (as few accumulation steps as the per-GPU cap allows), then MAX_TOKENS so
+# that WORLD * UPDATE_FREQ * MAX_TOKENS ~= TOKENS_PER_UPDATE
+UPDATE_FREQ=${UPDATE_FREQ:-$(( (TOKENS_PER_UPDATE + WORLD * MAX_TOKENS_PER_GPU - 1) / (WORLD * MAX_TOKENS_PER_GPU) ))}
+need_int UPDATE_FREQ "$UPDATE_FREQ" 1
+MAX_TOKENS=${MAX_TOKENS:-$(( (TOKENS_PER_UPDATE + WORLD * UPDATE_FREQ - 1) / (WORLD * UPDATE_FREQ) ))}
+need_int MAX_TOKENS "$MAX_TOKENS" 1
+if [ "$PRECISION" = auto ]; then PRECISION=$([ "$NGPU" -gt 0 ] && echo fp16 || echo fp32); fi
+device_args=()
+case $PRECISION in fp16) device_args+=(--fp16) ;; bf16) device_args+=(--bf16) ;; esac
+if [ "$NGPU" -eq 0 ]; then
+  [ "$PRECISION" = fp32 ] || die "PRECISION=$PRECISION needs a GPU; none found (NGPU=0): use PRECISION=fp32 or auto"
+  device_args+=(--cpu)
+fi
+
+SETTINGS="arch=$ARCH data=$(cd "$DATA_BIN" && pwd) max_update=$MAX_UPDATE lr=$LR warmup=$WARMUP_INIT_LR/$WARMUP_UPDATES
+betas=$ADAM_BETAS dropout=$DROPOUT ls=$LABEL_SMOOTHING wd=$WEIGHT_DECAY clip=$CLIP_NORM seed=$SEED
+tokens/update~$((WORLD * UPDATE_FREQ * MAX_TOKENS)) extra=$EXTRA_TRAIN_ARGS"
+if [ "${DRY_RUN:-0}" != 1 ] && [ -f "$SAVE_DIR/.done" ] && [ "$(cat "$SAVE_DIR/.done")" = "$SETTINGS" ]; then
+  log "$RUN_NAME already trained ($SAVE_DIR/.done); nothing to do"
+  exit 0
+fi
+
+tb_args=()
+if "$PYTHON" -c "import tensorboardX" 2>/dev/null || "$PYTHON" -c "import torch.utils.tensorboard" 2>/dev/null; then
+  tb_args=(--tensorboard-logdir "$SAVE_DIR/tensorboard")
+fi
+# shellcheck disable=SC2206
+extra=($EXTRA_TRAIN_ARGS)
+args=(
+  "$DATA_BIN" --user-dir "$USER_DIR" --arch "$ARCH" --share-all-embeddings
+  --optimizer adam --adam-betas "$ADAM_BETAS" --clip-norm "$CLIP_NORM" --weight-decay "$WEIGHT_DECAY"
+  --lr "$LR" --lr-scheduler inverse_sqrt --warmup-init-lr "$WARMUP_INIT_LR" --warmup-updates "$WARMUP_UPDATES"
+  --criterion label_smoothed_cross_entropy --label-smoothing "$LABEL_SMOOTHING" --dropout "$DROPOUT"
+  --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --max-update "$MAX_UPDATE" --seed "$SEED"
+  --save-dir "$SAVE_DIR" --save-interval-updates "$SAVE_INTERVAL_UPDATES"
+  --keep-interval-updates "$KEEP_INTERVAL_UPDATES" --no-epoch-checkpoints
+  --log-format "$LOG_FORMAT" --log-interval "$LOG_INTERVAL"
+  "${device_args[@]}" "${tb_args[@]}" "${extra[@]}"
+)
+launch=(fairseq-train)
+if [ "$NNODES" -gt 1 ] || [ "$LAUNCHER" = torchrun ]; then
+  [ "$NGPU" -gt 0 ] || die "multi-node / torchrun training needs GPUs (NGPU=0)"
+  need_cmd torchrun
+  [ -n "${MASTER_ADDR:-}" ] || [ "$NNODES" -eq 1 ] || die "NNODES=$NNODES needs MASTER_ADDR (the address of node 0)"
+  launch=(torchrun --nnodes "$NNODES" --node_rank "$NODE_RANK" --nproc_per_node "$NGPU"
+          --master_addr "${MASTER_ADDR:-127.0.0.1}" --master_port "$MASTER_PORT" "$(command -v fairseq-train)")
+  args+=(--distributed-world-size "$WORLD")
+fi
+
+log "training $RUN_NAME: arch $ARCH on $([ "$NGPU" -gt 0 ] && echo "$WORLD GPU(s), $PRECISION" || echo "CPU, fp32")"
+log "  $MAX_TOKENS tokens/batch x update-freq $UPDATE_FREQ x $WORLD worker(s) = ~$((WORLD * UPDATE_FREQ * MAX_TOKENS)) tokens/update, $MAX_UPDATE updates"
+log "  checkpoints: $SAVE_DIR (every $SAVE_INTERVAL_UPDATES updates, last $KEEP_INTERVAL_UPDATES kept); log: $SAVE_DIR/train.log${tb_args:+; tensorboard: $SAVE_DIR/tensorboard}"
+if [ "${DRY_RUN:-0}" = 1 ]; then
+  log "DRY_RUN=1: would run: ${launch[*]} ${args[*]}"
+  exit 0
+fi
+mkdir -p "$SAVE_DIR"
+rm -f "$SAVE_DIR/.done"
+if [ -f "$SAVE_DIR/checkpoint_last.pt" ]; then log "  resuming from $SAVE_DIR/checkpoint_last.pt"; fi
+echo "# $(date '+%F %T') ${launch[*]} ${args[*]}" >> "$SAVE_DIR/train.log"
+"${launch[@]}" "${args[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"
+ls "$SAVE_DIR"/checkpoint_*_"$MAX_UPDATE".pt >/dev/null 2>&1 || [ "$(( MAX_UPDATE % SAVE_INTERVAL_UPDATES ))" -ne 0 ] \
+  || die "fairseq-train ended without reaching update $MAX_UPDATE (no checkpoint_*_$MAX_UPDATE.pt in $SAVE_DIR); see $SAVE_DIR/train.log"
+mark_done "$SAVE_DIR" "$SETTINGS"
+log "$RUN_NAME trained: $SAVE_DIR"

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Renders result JSON files of score_translations.py as one markdown table.
+
+    results_table.py RESULT.json [RESULT.json ...] [--output table.md]
+
+Rows keep the order of the arguments. Columns: run, architecture, tokenized compound-split
+BLEU (the paper's convention), sacreBLEU, sentences, checkpoint; the sacreBLEU signatures and
+test sets are listed under the table (one line if they are all equal).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+
+def render(results):
+    lines = [
+        "| Run | Architecture | BLEU (tokenized, compound-split; paper convention) | sacreBLEU | Sentences | Checkpoint |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in results:
+        lines.append(f"| {r.get('run_name') or r.get('arch', '?')} | {r.get('arch', '?')} | {r['tokenized_bleu']:.2f} "
+                     f"| {r['sacrebleu']:.2f} | {r['n_sentences']} | {r.get('checkpoint', '')} |")
+    notes = sorted({(r.get("sacrebleu_signature", ""), r.get("test_set", "")) for r in results})
+    lines.append("")
+    for signature, test_set in notes:
+        lines.append(f"sacreBLEU signature: `{signature}`; test set: {test_set or 'see result JSON'}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--output", help="also write the table to this file")
+    args = ap.parse_args(argv)
+    results = []
+    for path in args.results:
+        if not os.path.isfile(path):
+            sys.exit(f"results_table.py: result file not found: {path}")
+        try:
+            with open(path, encoding="utf-8") as f:
+                result = json.load(f)
+        except json.JSONDecodeError as error:
+            sys.exit(f"results_table.py: {path} is not valid JSON: {error}")
+        for key in ("tokenized_bleu", "sacrebleu", "n_sentences"):
+            if key not in result:
+                sys.exit(f"results_table.py: {path} has no '{key}': not a score_translations.py result")
+        results.append(result)
+    table = render(results)
+    sys.stdout.write(table)
+    if args.output:
+        tmp = args.output + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(table)
+        os.replace(tmp, args.output)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Scores fairseq-generate output against the raw reference file; writes hypotheses and a JSON result.
+
+    score_translations.py --generate-output gen.out --ref raw/test.de --lang de --out-dir DIR \
+        [--arch NAME] [--checkpoint PATH] [--test-set "newstest2014 (wmt14/full, en-de)"] [--json DIR/result.json]
+
+Steps:
+  1. collect the "H-<id>\\t<score>\\t<text>" lines (BPE already removed by --remove-bpe) and
+     fail if their number differs from the number of reference lines, or if the ids are not
+     exactly 0..N-1 (both counts are named: fairseq silently drops sentences, e.g. with the
+     default --required-batch-size-multiple 8);
+  2. sort by id, write DIR/hyps.tok.<lang> (tokenized) and DIR/hyps.detok.<lang>
+     (detokenized with sacremoses, the inverse of the recipe's tokenizer);
+  3. sacreBLEU (default 13a tokenization, mixed case) of the detokenized hypotheses against
+     the RAW reference file, with its signature; sacrebleu 2.x signatures no longer name the
+     test set, so the test set is printed and stored next to it;
+  4. tokenized, compound-split BLEU (the paper convention, as fairseq's compound_split_bleu.sh):
+     hypotheses and the reference tokenized by the recipe's Moses tokenizer, then
+     s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g on both, BLEU on whitespace tokens. It is not comparable
+     across tokenizations; sacreBLEU is.
+  5. the JSON result (arch, checkpoint, both BLEUs, signature, #sentences, file paths),
+     written atomically.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from moses_text import detokenize_line, tokenize_line  # noqa: E402
+
+COMPOUND = re.compile(r"(\S)-(\S)")
+
+
+def compound_split(line):
+    """Applies s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g (perl's /g: matches do not overlap)."""
+    return COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
+
+
+class CountMismatch(SystemExit):
+    pass
+
+
+def read_hypotheses(generate_output, n_ref, ref_path):
+    """Hypotheses of a fairseq-generate log, sorted by id; checks the count and the ids."""
+    hyps = {}
+    with open(generate_output, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("H-"):
+                head, _score, *text = line.rstrip("\n").split("\t")
+                idx = int(head[2:])
+                if idx in hyps:
+                    raise SystemExit(f"score_translations.py: sentence id {idx} appears twice in {generate_output}")
+                hyps[idx] = text[0] if text else ""
+    if len(hyps) != n_ref:
+        raise CountMismatch(
+            f"score_translations.py: {len(hyps)} hypotheses in {generate_output} but {n_ref} reference lines in "
+            f"{ref_path}: fairseq-generate skipped or duplicated sentences (use --required-batch-size-multiple 1, "
+            f"check --max-len/--skip-invalid-size-inputs-valid-test), or the reference is not this test set")
+    if sorted(hyps) != list(range(n_ref)):
+        bad = sorted(set(hyps) - set(range(n_ref)))[:5]
+        raise SystemExit(f"score_translations.py: hypothesis ids in {generate_output} are not 0..{n_ref - 1} "
+                         f"(e.g. {bad})")
+    return [hyps[i] for i in range(n_ref)]
+
+
+def write_lines(path, lines):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for line in lines:
+            f.write(line + "\n")
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--generate-output", required=True, help="stdout of fairseq-generate")
+    ap.add_argument("--ref", required=True, help="raw (untokenized) reference file, one sentence per line")
+    ap.add_argument("--lang", required=True, help="target language (for the Moses tokenizer/detokenizer)")
+    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--json", help="result file (default OUT_DIR/result.json)")
+    ap.add_argument("--arch", default="")
+    ap.add_argument("--run-name", default="")
+    ap.add_argument("--checkpoint", default="")
+    ap.add_argument("--test-set", default="", help="name of the test set, stored with the signature")
+    ap.add_argument("--extra", default="{}", help="JSON object merged into the result (e.g. beam, lenpen)")
+    args = ap.parse_args(argv)
+    for flag, path in (("--generate-output", args.generate_output), ("--ref", args.ref)):
+        if not os.path.isfile(path):
+            sys.exit(f"score_translations.py: {flag} file not found: {path}")
+    import sacrebleu
+
+    with open(args.ref, encoding="utf-8", newline="\n") as f:
+        refs = [line.rstrip("\n") for line in f]
+    hyps_tok = read_hypotheses(args.generate_output, len(refs), args.ref)
+    hyps_detok = [detokenize_line(h, args.lang) for h in hyps_tok]
+    os.makedirs(args.out_dir, exist_ok=True)
+    tok_path = os.path.join(args.out_dir, f"hyps.tok.{args.lang}")
+    detok_path = os.path.join(args.out_dir, f"hyps.detok.{args.lang}")
+    write_lines(tok_path, hyps_tok)
+    write_lines(detok_path, hyps_detok)
+
+    bleu = sacrebleu.metrics.BLEU()
+    sacre = bleu.corpus_score(hyps_detok, [refs])
+    signature = str(bleu.get_signature())
+
+    refs_tok = [compound_split(tokenize_line(r, args.lang)) for r in refs]
+    hyps_split = [compound_split(h) for h in hyps_tok]
+    tok_bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(hyps_split, [refs_tok])
+
+    result = {
+        "run_name": args.run_name or args.arch,
+        "arch": args.arch,
+        "checkpoint": args.checkpoint,
+        "test_set": args.test_set,
+        "reference": os.path.abspath(args.ref),
+        "n_sentences": len(refs),
+        "sacrebleu": round(sacre.score, 2),
+        "sacrebleu_signature": signature,
+        "sacrebleu_detail": str(sacre),
+        "tokenized_bleu": round(tok_bleu.score, 2),
+        "tokenized_bleu_detail": str(tok_bleu),
+        "tokenized_bleu_note": "tokenized, compound-split (paper convention): Moses tokenizer -a, "
+                               "##AT## compound splitting, BLEU on whitespace tokens; not comparable to sacreBLEU",
+        "hyps_detok": os.path.abspath(detok_path),
+        "hyps_tok": os.path.abspath(tok_path),
+        "generate_output": os.path.abspath(args.generate_output),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    result.update(json.loads(args.extra))
+    json_path = args.json or os.path.join(args.out_dir, "result.json")
+    tmp = json_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, json_path)
+
+    name = args.run_name or args.arch or "model"
+    print(f"[score] {name}: test set {args.test_set or args.ref} ({len(refs)} sentences), reference {args.ref}")
+    print(f"[score] {name}: sacreBLEU {sacre.score:.2f}  ({sacre})")
+    print(f"[score] {name}: sacreBLEU signature: {signature} | test set: {args.test_set or args.ref}")
+    print(f"[score] {name}: tokenized, compound-split BLEU (paper convention) {tok_bleu.score:.2f}  ({tok_bleu})")
+    print(f"[score] {name}: hypotheses {detok_path}; result {json_path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""The WMT14 En-De recipe's shell steps, run for real on tiny data (CPU, a few updates)."""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPE = os.path.join(REPO, "recipes", "wmt14_en_de")
+TINY_MODEL = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
+              "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
+              "--decoder-attention-heads 2")
+
+
+def recipe_env(work, **extra):
+    env = dict(os.environ)
+    for key in ("RAW_DIR", "DATA_BIN", "RUN_NAME", "SAVE_DIR", "CHECKPOINT", "EVAL_DIR", "ARCH", "ARCHS", "NGPU"):
+        env.pop(key, None)
+    env.update(WORK_DIR=str(work), PYTHON=sys.executable, CUDA_VISIBLE_DEVICES="", WORKERS="2",
+               OMP_NUM_THREADS="1")
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def step(script, env, ok=True, timeout=600):
+    proc = subprocess.run(["bash", os.path.join(RECIPE, script)], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+    if ok:
+        assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    else:
+        assert proc.returncode != 0, f"{script} should have failed:\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def make_corpus(path, train, valid=12, test=16):
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_sample_corpus.py"), "--out-dir", str(path),
+                    "--train", str(train), "--valid", str(valid), "--test", str(test), "--seed", "7"],
+                   check=True, capture_output=True)
+    return path
+
+
+def lines(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+# --------------------------------------------------------------------------- the whole recipe
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory):
+    """run.sh once for the RoPE arch and the baseline: tiny corpus, tiny model, 4 updates each."""
+    base = tmp_path_factory.mktemp("recipe")
+    raw = make_corpus(base / "raw", train=300)
+    env = recipe_env(base / "work", RAW_DIR=raw, ARCHS="rope_transformer transformer", PARALLEL_RUNS=2,
+                     BPE_MERGES=150, MAX_UPDATE=4, SAVE_INTERVAL_UPDATES=2, AVERAGE_LAST=2, WARMUP_UPDATES=2,
+                     LR=1e-3, TOKENS_PER_UPDATE=1500, MAX_TOKENS_PER_GPU=1500, LOG_INTERVAL=1,
+                     EXTRA_TRAIN_ARGS=TINY_MODEL, GEN_MAX_TOKENS=2000)
+    start = time.time()
+    proc = step("run.sh", env)
+    return dict(work=base / "work", raw=raw, env=env, proc=proc, seconds=time.time() - start)
+
+
+def test_recipe_gives_a_result_for_rope_and_baseline(recipe):
+    work = recipe["work"]
+    for arch in ("rope_transformer", "transformer"):
+        result = json.loads((work / "eval" / arch / "result.json").read_text())
+        assert result["arch"] == arch
+        assert result["n_sentences"] == 16
+        assert result["checkpoint"].endswith(f"checkpoints/{arch}/checkpoint_avg_last2.pt")
+        assert result["beam"] == 4 and result["lenpen"] == 0.6
+        assert result["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+        assert result["reference"] == str(recipe["raw"] / "test.de")
+        assert len(lines(result["hyps_detok"])) == 16
+        ckpts = sorted(os.listdir(work / "checkpoints" / arch))
+        assert "checkpoint_1_2.pt" in ckpts and "checkpoint_1_4.pt" in ckpts and "checkpoint_last.pt" in ckpts
+        log = (work / "checkpoints" / arch / "train.log").read_text()
+        assert re.search(r'\{"epoch": 1, "update": [\d.]+, "loss"', log), "no JSON training log lines"
+        assert f"--arch {arch}" in log and "--user-dir" in log
+    table = (work / "results.md").read_text()
+    assert "| rope_transformer | rope_transformer |" in table and "| transformer | transformer |" in table
+    assert table in recipe["proc"].stdout
+    # both archs got the same settings
+    rope_cmd = re.search(r"# .*fairseq-train (.*)", (work / "checkpoints/rope_transformer/train.log").read_text())[1]
+    base_cmd = re.search(r"# .*fairseq-train (.*)", (work / "checkpoints/transformer/train.log").read_text())[1]
+    assert rope_cmd.replace("rope_transformer", "transformer") == base_cmd
+
+
+def test_train_dry_run_computes_tokens_per_update(recipe):
+    env = dict(recipe["env"], DRY_RUN="1", PRECISION="auto", ARCH="rope_transformer_wmt_en_de",
+               TOKENS_PER_UPDATE="25000", MAX_TOKENS_PER_GPU="4096", EXTRA_TRAIN_ARGS="")
+    for var in ("TOKENS_PER_UPDATE", "MAX_TOKENS_PER_GPU"):
+        env[var] = {"TOKENS_PER_UPDATE": "25000", "MAX_TOKENS_PER_GPU": "4096"}[var]
+    cases = [(dict(NGPU="8"), "--max-tokens 3125 --update-freq 1", "--fp16"),
+             (dict(NGPU="1"), "--max-tokens 3572 --update-freq 7", "--fp16"),
+             (dict(CUDA_VISIBLE_DEVICES="0,1,2,3"), "--max-tokens 3125 --update-freq 2", "--fp16"),
+             (dict(NGPU="4", NNODES="2", MASTER_ADDR="node0", PRECISION="bf16"),
+              "--max-tokens 3125 --update-freq 1", "--distributed-world-size 8")]
+    for extra, tokens, flag in cases:
+        proc = step("train.sh", dict(env, **extra))
+        assert tokens in proc.stderr and flag in proc.stderr, proc.stderr
+        assert "--max-update 100000" in proc.stderr and "--lr 5e-4" in proc.stderr
+    assert "torchrun --nnodes 2 --node_rank 0 --nproc_per_node 4 --master_addr node0" in proc.stderr
+    assert not (recipe["work"] / "checkpoints" / "rope_transformer_wmt_en_de").exists()
+    proc = step("train.sh", dict(env, NGPU="0", PRECISION="fp16"), ok=False)
+    assert "PRECISION=fp16 needs a GPU" in proc.stderr
+
+
+def test_rerun_skips_and_training_resumes(recipe):
+    env = dict(recipe["env"], ARCH="transformer", RUN_NAME="transformer")
+    proc = step("prepare.sh", env)
+    assert "already prepared" in proc.stderr
+    proc = step("train.sh", env)
+    assert "already trained" in proc.stderr
+    # a longer schedule continues from checkpoint_last.pt instead of starting again
+    proc = step("train.sh", dict(env, MAX_UPDATE="6"))
+    assert "resuming from" in proc.stderr
+    assert "Loaded checkpoint" in proc.stdout and "(epoch 1 @ 4 updates)" in proc.stdout
+    assert os.path.exists(recipe["work"] / "checkpoints/transformer/checkpoint_1_6.pt")
+    proc = step("average.sh", dict(env, AVERAGE_LAST="2"))
+    assert "checkpoint_1_6.pt" in proc.stderr
+
+
+# --------------------------------------------------------------------------- bad input
+
+def write_corpus(path, counts):
+    path.mkdir()
+    for name, n in counts.items():
+        (path / name).write_text("".join(f"line {i}\n" for i in range(n)))
+    return path
+
+
+def test_unequal_line_counts_are_named(tmp_path):
+    raw = write_corpus(tmp_path / "raw", {"train.en": 3, "train.de": 2, "valid.en": 2, "valid.de": 2,
+                                          "test.en": 2, "test.de": 2})
+    proc = step("prepare.sh", recipe_env(tmp_path / "work", RAW_DIR=raw), ok=False)
+    assert f"{raw}/train.en has 3 lines, {raw}/train.de has 2 lines" in proc.stderr
+
+
+def test_missing_file_tool_and_bad_knob_are_named(tmp_path):
+    raw = write_corpus(tmp_path / "raw", {"train.en": 2, "train.de": 2, "valid.en": 2, "valid.de": 2,
+                                          "test.en": 2})
+    proc = step("prepare.sh", recipe_env(tmp_path / "work", RAW_DIR=raw), ok=False)
+    assert f"parallel file not found: {raw}/test.de" in proc.stderr
+    proc = step("prepare.sh", recipe_env(tmp_path / "work", RAW_DIR=raw, BPE_MERGES="40k"), ok=False)
+    assert "BPE_MERGES must be an integer >= 1, got '40k'" in proc.stderr
+    proc = step("prepare.sh", recipe_env(tmp_path / "work", RAW_DIR=raw, TOKENIZER="wordpiece"), ok=False)
+    assert "TOKENIZER must be one of: bpe spm; got 'wordpiece'" in proc.stderr
+    # an interpreter whose directory has no fairseq-preprocess, and a PATH without one
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(sys.executable, bindir / "python")
+    env = recipe_env(tmp_path / "work", RAW_DIR=raw, PYTHON=bindir / "python", PATH="/usr/bin:/bin")
+    proc = step("prepare.sh", env, ok=False)
+    assert "required program 'fairseq-preprocess' not found" in proc.stderr
+    proc = step("evaluate.sh", recipe_env(tmp_path / "work"), ok=False)
+    assert f"not found: {tmp_path}/work/data-bin/recipe.env" in proc.stderr
+
+
+def test_interrupted_prepare_leaves_no_partial_output_and_rerun_finishes(tmp_path):
+    raw = make_corpus(tmp_path / "raw", train=3000, valid=10, test=10)
+    env = recipe_env(tmp_path / "work", RAW_DIR=raw, BPE_MERGES=100, WORKERS=1)
+    tok = tmp_path / "work" / "prep" / "tok"
+    proc = subprocess.Popen(["bash", os.path.join(RECIPE, "prepare.sh")], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while not (tok / "train.en.tmp").exists() or (tok / "train.en.tmp").stat().st_size == 0:
+        assert proc.poll() is None, "prepare.sh ended before it could be interrupted"
+        assert time.time() < deadline, "prepare.sh never started tokenizing"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # as hard as a power cut
+    proc.wait()
+    assert not (tok / "train.en").exists(), "a half-written output carries the final name"
+    assert not (tmp_path / "work" / "data-bin").exists()
+    proc = step("prepare.sh", env)
+    assert "tokenizing" in proc.stderr
+    for split, n in (("train", 3000), ("valid", 10), ("test", 10)):
+        for lang in ("en", "de"):
+            assert len(lines(tok / f"{split}.{lang}")) == n
+    assert (tmp_path / "work" / "prep" / ".done").exists()
+    assert (tmp_path / "work" / "data-bin" / "train.en-de.en.bin").exists()
+    # a re-run with other settings refuses to mix them into the same directory
+    proc = step("prepare.sh", dict(env, BPE_MERGES="99"), ok=False)
+    assert "made with other settings" in proc.stderr and "merges=99" in proc.stderr
+
+
+# --------------------------------------------------------------------------- download
+
+SGM = '<srcset setid="x" srclang="any">\n<doc docid="1">\n{}</doc>\n</srcset>\n'
+
+
+def fake_downloads(src):
+    """Tiny tarballs laid out like the statmt.org ones, and a SOURCES file with file:// URLs."""
+    src.mkdir()
+    members = {
+        "training-parallel-europarl-v7.tgz": {"training/europarl-v7.de-en.en": "e1\ne2\n",
+                                              "training/europarl-v7.de-en.de": "E1\nE2\n"},
+        "training-parallel-commoncrawl.tgz": {"commoncrawl.de-en.en": "c1\n", "commoncrawl.de-en.de": "C1\n",
+                                              "commoncrawl.fr-en.en": "ignored\n"},
+        "training-parallel-nc-v9.tgz": {"training/news-commentary-v9.de-en.en": "n1\n",
+                                        "training/news-commentary-v9.de-en.de": "N1\n"},
+        "wmt13-test.tgz": {f"test/newstest2013-src.{lang}.sgm": SGM.format(
+            f'<seg id="1">{lang} v1</seg>\n<seg id="2"> {lang}  v2 </seg>\n') for lang in ("en", "de")},
+        "wmt14-test-full.tgz": {"test-full/newstest2014-deen-src.en.sgm": SGM.format('<seg id="1">t1 &amp; x</seg>\n'),
+                                "test-full/newstest2014-deen-ref.de.sgm": SGM.format('<seg id="1">T1</seg>\n')},
+    }
+    rows = []
+    for name, files in members.items():
+        stage = src / (name + ".d")
+        for member, text in files.items():
+            (stage / member).parent.mkdir(parents=True, exist_ok=True)
+            (stage / member).write_text(text)
+        with tarfile.open(src / name, "w:gz") as tar:
+            for member in files:
+                tar.add(stage / member, arcname=member)
+        data = (src / name).read_bytes()
+        checksum = {"training-parallel-commoncrawl.tgz": "sha256:" + hashlib.sha256(data).hexdigest(),
+                    "training-parallel-nc-v9.tgz": "md5:" + hashlib.md5(data).hexdigest()}.get(name, "unknown")
+        rows.append(f"{name}\t{checksum}\tfile://{src / name}")
+    (src / "sources.tsv").write_text("# test sources\n" + "\n".join(rows) + "\n")
+    return src / "sources.tsv"
+
+
+def test_download_verifies_and_records_checksums(tmp_path):
+    sources = fake_downloads(tmp_path / "server")
+    env = recipe_env(tmp_path / "work", SOURCES=sources, EXPECT_VALID_LINES=2, EXPECT_TEST_LINES=1)
+    proc = step("download.sh", env)
+    raw = tmp_path / "work" / "raw"
+    assert lines(raw / "train.en") == ["e1", "e2", "c1", "n1"] and lines(raw / "train.de") == ["E1", "E2", "C1", "N1"]
+    assert lines(raw / "valid.de") == ["de v1", "de v2"] and lines(raw / "test.en") == ["t1 &amp; x"]
+    assert "UNVERIFIED: no checksum for training-parallel-europarl-v7.tgz" in proc.stderr
+    assert "checksum ok: training-parallel-commoncrawl.tgz (sha256)" in proc.stderr
+    assert "checksum ok: training-parallel-nc-v9.tgz (md5)" in proc.stderr
+    recorded = (tmp_path / "work" / "download" / "checksums.recorded").read_text()
+    assert re.search(r"^wmt13-test.tgz sha256:[0-9a-f]{64}$", recorded, re.M)
+    assert "commoncrawl" not in recorded  # known checksums are not recorded
+    assert not list((tmp_path / "work" / "download").glob("*.part"))
+    # once complete, nothing is downloaded again
+    assert "already complete" in step("download.sh", env).stderr
+    # later runs verify "unknown" files against what was recorded; a changed file is refused
+    (raw / ".done").unlink()
+    proc = step("download.sh", env)
+    assert "verifying wmt13-test.tgz against the checksum recorded" in proc.stderr
+    (raw / ".done").unlink()
+    with open(tmp_path / "work" / "download" / "wmt13-test.tgz", "ab") as f:
+        f.write(b"tampered")
+    proc = step("download.sh", env, ok=False)
+    assert f"checksum mismatch for {tmp_path}/work/download/wmt13-test.tgz" in proc.stderr
+    # a partial download is resumed, and a wrong known checksum is an error
+    shutil.rmtree(tmp_path / "work")
+    (tmp_path / "work" / "download").mkdir(parents=True)
+    whole = (tmp_path / "server" / "training-parallel-nc-v9.tgz").read_bytes()
+    (tmp_path / "work" / "download" / "training-parallel-nc-v9.tgz.part").write_bytes(whole[:50])
+    bad = tmp_path / "bad.tsv"
+    bad.write_text(sources.read_text().replace("\tunknown\tfile://" + str(tmp_path / "server/wmt14"),
+                                               "\tsha256:" + "0" * 64 + "\tfile://" + str(tmp_path / "server/wmt14")))
+    proc = step("download.sh", dict(env, SOURCES=bad), ok=False)
+    assert (tmp_path / "work/download/training-parallel-nc-v9.tgz").read_bytes() == whole
+    assert "checksum mismatch for" in proc.stderr and "wmt14-test-full.tgz" in proc.stderr

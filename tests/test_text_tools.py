@@ -1,0 +1,207 @@
+"""The recipe's text tools through their command lines: cleaning, tokenization round trip,
+SGML extraction, the hypothesis/reference count check, the results table and the sample corpus."""
+
+import filecmp
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(REPO, "scripts")
+SAMPLE = os.path.join(REPO, "recipes", "wmt14_en_de", "sample")
+sys.path.insert(0, SCRIPTS)
+
+from clean_corpus import keep_pair  # noqa: E402
+from score_translations import compound_split  # noqa: E402
+
+
+def tool(name, *args, ok=True, cwd=None):
+    proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, name), *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd or REPO)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    else:
+        assert proc.returncode != 0, f"expected {name} to fail:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def write(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def read(path):
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+# ----------------------------------------------------------------------------- cleaning
+
+def test_keep_pair_rules():
+    assert keep_pair(["a"], ["b"])
+    assert not keep_pair([], ["b"])  # empty side
+    assert not keep_pair(["a"] * 251, ["b"] * 251)  # > 250 tokens
+    assert keep_pair(["a"] * 250, ["b"] * 250)
+    assert keep_pair(["a"] * 3, ["b"] * 2)  # ratio 1.5 is kept
+    assert not keep_pair(["a"] * 4, ["b"] * 2)  # ratio 2
+    assert not keep_pair(["a"] * 2, ["b"] * 4)  # in both directions
+    assert not keep_pair(["a" * 1001], ["b"])  # word longer than 1000 characters
+    assert not keep_pair(["a"] * 3, ["b"] * 3, min_len=4)
+
+
+def test_clean_corpus_cli(tmp_path):
+    src = write(tmp_path / "in.en", ["a b c", "", "a  b   c d e f", "  x  y  ", " ".join(["w"] * 300), "one"])
+    tgt = write(tmp_path / "in.de", ["A B", "leer", "A B", "X\tY", " ".join(["W"] * 300), "eins"])
+    out_en, out_de = tmp_path / "out.en", tmp_path / "out.de"
+    proc = tool("clean_corpus.py", "--src", src, "--tgt", tgt, "--out-src", out_en, "--out-tgt", out_de)
+    # kept: ratio 1.5, whitespace collapsed; dropped: empty side, ratio 3, 300 tokens
+    assert read(out_en) == ["a b c", "x y", "one"]
+    assert read(out_de) == ["A B", "X Y", "eins"]
+    assert "kept 3 of 6" in proc.stderr
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_clean_corpus_refuses_unequal_line_counts(tmp_path):
+    src = write(tmp_path / "in.en", ["a", "b", "c"])
+    tgt = write(tmp_path / "in.de", ["a", "b"])
+    proc = tool("clean_corpus.py", "--src", src, "--tgt", tgt, "--out-src", tmp_path / "o.en",
+                "--out-tgt", tmp_path / "o.de", ok=False)
+    assert f"{src} has 3 lines" in proc.stderr and f"{tgt} has 2 lines" in proc.stderr
+    assert not (tmp_path / "o.en").exists()
+
+
+# ----------------------------------------------------------------------------- tokenization
+
+def test_tokenize_detokenize_round_trip(tmp_path):
+    """The detokenizer inverts the tokenizer on the sample test set and on news-like German."""
+    news = [
+        "Der E-Mail-Verkehr kostet 3,50 Euro pro Monat, sagte die 45-jährige Sprecherin.",
+        "\"Wir sind bereit\", erklärte er am Dienstag (Ortszeit) in New York.",
+        "Das Ergebnis: 10-15 Prozent weniger CO2 - und das bis 2020!",
+    ]
+    raw = write(tmp_path / "raw.de", news + read_sample("test.de")[:200])
+    tok, detok = tmp_path / "tok.de", tmp_path / "detok.de"
+    tool("moses_text.py", "tokenize", "--lang", "de", "-i", raw, "-o", tok, "--workers", 2)
+    tokens = read(tok)
+    assert tokens[0].startswith("Der E @-@ Mail @-@ Verkehr kostet 3,50 Euro pro Monat ,")
+    assert "&quot;" not in tokens[1] and tokens[1].startswith('" Wir sind bereit " ,')  # escape=False
+    tool("moses_text.py", "detokenize", "--lang", "de", "-i", tok, "-o", detok)
+    assert read(detok) == read(raw)
+
+
+def read_sample(name):
+    with open(os.path.join(SAMPLE, name), encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def test_compound_split_as_perl():
+    assert compound_split("E @-@ Mail") == "E @ ##AT##-##AT## @ Mail"
+    assert compound_split("state-of-the-art") == "state ##AT##-##AT## of ##AT##-##AT## the ##AT##-##AT## art"
+    assert compound_split("a-b-c - d") == "a ##AT##-##AT## b-c - d"  # /g matches do not overlap
+
+
+# ----------------------------------------------------------------------------- SGML
+
+def test_sgm_extraction_matches_sacrebleu(tmp_path):
+    from sacrebleu.dataset.fake_sgml import FakeSGMLDataset
+
+    sgm = tmp_path / "newstest.sgm"
+    sgm.write_text(
+        '<srcset setid="newstest2014" srclang="any">\n<doc sysid="ref" docid="1" genre="news" origlang="de">\n'
+        "<p>\n<seg id=\"1\">  Gutach:  Noch mehr Sicherheit für Fußgänger </seg>\n"
+        '<seg id="2">Sie stehen keine 100 Meter voneinander entfernt &amp; so.</seg>\n'
+        "</p>\n</doc>\n</srcset>\n", encoding="utf-8")
+    ours, theirs = tmp_path / "ours.txt", tmp_path / "theirs.txt"
+    tool("sgm_to_text.py", sgm, ours)
+    FakeSGMLDataset._convert_format(FakeSGMLDataset.__new__(FakeSGMLDataset), str(sgm), str(theirs))
+    assert read(ours) == read(theirs) == ["Gutach: Noch mehr Sicherheit für Fußgänger",
+                                          "Sie stehen keine 100 Meter voneinander entfernt &amp; so."]
+
+
+# ----------------------------------------------------------------------------- scoring
+
+GENERATE_OUTPUT = """S-1\tthe dog sleeps .
+T-1\tder Hund schläft .
+H-1\t-0.2\tder Hund schläft .
+D-1\t-0.2\tder Hund schläft .
+S-0\ta man @-@ made car .
+H-0\t-0.3\tein Auto , das von Menschen @-@ gemacht ist .
+S-2\tI see .
+H-2\t-0.1\tich sehe .
+"""
+
+
+def test_score_translations_sorts_and_scores(tmp_path):
+    gen = tmp_path / "gen.out"
+    gen.write_text(GENERATE_OUTPUT, encoding="utf-8")
+    ref = write(tmp_path / "ref.de", ["Ein Auto, das von Menschen-gemacht ist.", "Der Hund schläft.", "Ich sehe."])
+    out = tmp_path / "eval"
+    proc = tool("score_translations.py", "--generate-output", gen, "--ref", ref, "--lang", "de", "--out-dir", out,
+                "--arch", "transformer", "--checkpoint", "avg.pt", "--test-set", "toy")
+    assert read(out / "hyps.tok.de") == ["ein Auto , das von Menschen @-@ gemacht ist .", "der Hund schläft .",
+                                         "ich sehe ."]
+    assert read(out / "hyps.detok.de") == ["ein Auto, das von Menschen-gemacht ist.", "der Hund schläft.",
+                                           "ich sehe."]
+    result = json.loads((out / "result.json").read_text())
+    assert result["n_sentences"] == 3 and result["arch"] == "transformer" and result["test_set"] == "toy"
+    assert result["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert 0 < result["sacrebleu"] < 100 and 0 < result["tokenized_bleu"] < 100  # lowercase first words
+    assert "signature: nrefs:1" in proc.stdout and "test set: toy" in proc.stdout
+    assert "tokenized, compound-split BLEU (paper convention)" in proc.stdout
+
+
+@pytest.mark.parametrize("n_ref", [2, 4])
+def test_score_translations_refuses_count_mismatch(tmp_path, n_ref):
+    gen = tmp_path / "gen.out"
+    gen.write_text(GENERATE_OUTPUT, encoding="utf-8")
+    ref = write(tmp_path / "ref.de", ["x"] * n_ref)
+    proc = tool("score_translations.py", "--generate-output", gen, "--ref", ref, "--lang", "de",
+                "--out-dir", tmp_path / "eval", ok=False)
+    assert f"3 hypotheses in {gen}" in proc.stderr and f"{n_ref} reference lines in {ref}" in proc.stderr
+    assert not (tmp_path / "eval" / "result.json").exists()
+
+
+def test_results_table(tmp_path):
+    paths = []
+    for name, tok, sacre in (("rope", 27.5, 26.6), ("base", 27.3, 26.4)):
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps(dict(run_name=name, arch=name + "_arch", tokenized_bleu=tok, sacrebleu=sacre,
+                                     n_sentences=3003, checkpoint="avg.pt", sacrebleu_signature="sig",
+                                     test_set="newstest2014")))
+        paths.append(p)
+    proc = tool("results_table.py", *paths, "--output", tmp_path / "t.md")
+    lines = proc.stdout.splitlines()
+    assert lines[2] == "| rope | rope_arch | 27.50 | 26.60 | 3003 | avg.pt |"
+    assert lines[3] == "| base | base_arch | 27.30 | 26.40 | 3003 | avg.pt |"
+    assert "sacreBLEU signature: `sig`; test set: newstest2014" in proc.stdout
+    assert (tmp_path / "t.md").read_text() == proc.stdout
+    proc = tool("results_table.py", tmp_path / "missing.json", ok=False)
+    assert "missing.json" in proc.stderr
+
+
+# ----------------------------------------------------------------------------- sample corpus
+
+def test_committed_sample_equals_generator_output(tmp_path):
+    tool("make_sample_corpus.py", "--out-dir", tmp_path)
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            name = f"{split}.{lang}"
+            assert filecmp.cmp(tmp_path / name, os.path.join(SAMPLE, name), shallow=False), \
+                f"{SAMPLE}/{name} differs from scripts/make_sample_corpus.py output: regenerate and commit it"
+
+
+def test_sample_corpus_shape():
+    en, de = read_sample("train.en"), read_sample("train.de")
+    assert len(en) == len(de)
+    lengths = [len(line.split()) for line in en]
+    assert min(lengths) <= 3 and max(lengths) >= 40
+    assert len(set(en)) == len(en)  # no duplicates
+    held_out = set(read_sample("test.en")) | set(read_sample("valid.en"))
+    assert not held_out & set(en)
+    # German agreement the grammar must get right, spot-checked on whole sentences
+    pairs = dict(zip(en, de))
+    assert all(line[-1] in ".?" for line in de)
+    assert any(" dem " in d or " im " in d for d in de) and any(", weil " in d for d in de)
+    assert len(pairs) == len(en)
