@@ -87,6 +87,12 @@ def test_generate_beam4_and_interactive(data, trained):
     assert all("@@" not in line for line in hyps)
 
 
+def test_validate(data, trained):
+    out = run("fairseq-validate", data / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+              "--valid-subset", "test", "--max-tokens", "1000", "--cpu")
+    assert "valid on 'test' subset" in out.stdout + out.stderr
+
+
 def test_python_api_translates_like_fairseq_interactive(data, trained):
     """load_translator: raw text -> Moses -> BPE -> beam 4 (lenpen 0.6) -> de-BPE -> detokenized,
     the same strings fairseq-interactive prints with the same settings."""
