@@ -88,7 +88,7 @@ def test_generate_beam4_and_interactive(data, trained):
 
 
 def test_validate(data, trained):
-    out = run("fairseq-validate", data / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+    out = run("fairseq-validate", data / "bin", "--task", "translation", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
               "--valid-subset", "test", "--max-tokens", "1000", "--cpu")
     assert "valid on 'test' subset" in out.stdout + out.stderr
 
