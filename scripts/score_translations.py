@@ -140,7 +140,7 @@ def main(argv=None):
     os.replace(tmp, json_path)
 
     name = args.run_name or args.arch or "model"
-    print(f"[score] {name}: test set {args.test_set or args.ref} ({len(refs)} sentences), reference {args.ref}")
+    print(f"[score] {name}: {len(refs)} sentences; test set: {args.test_set or args.ref}; raw reference {args.ref}")
     print(f"[score] {name}: sacreBLEU {sacre.score:.2f}  ({sacre})")
     print(f"[score] {name}: sacreBLEU signature: {signature} | test set: {args.test_set or args.ref}")
     print(f"[score] {name}: tokenized, compound-split BLEU (paper convention) {tok_bleu.score:.2f}  ({tok_bleu})")

@@ -20,9 +20,18 @@ TINY_MODEL = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --de
               "--decoder-attention-heads 2")
 
 
+KNOBS = """RAW_DIR DATA_BIN PREP_DIR RUN_NAME SAVE_DIR CHECKPOINT AVG_CHECKPOINT EVAL_DIR ARCH ARCHS NGPU NNODES
+NODE_RANK MASTER_ADDR MASTER_PORT LAUNCHER TOKENIZER BPE_MERGES BPE_VOCAB_THRESHOLD SPM_VOCAB_SIZE SPM_MODEL_TYPE
+SPM_INPUT_SENTENCES CLEAN_MIN CLEAN_MAX CLEAN_RATIO MAX_UPDATE LR WARMUP_INIT_LR WARMUP_UPDATES ADAM_BETAS DROPOUT
+LABEL_SMOOTHING WEIGHT_DECAY CLIP_NORM SEED TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU MAX_TOKENS UPDATE_FREQ PRECISION
+SAVE_INTERVAL_UPDATES KEEP_INTERVAL_UPDATES LOG_INTERVAL LOG_FORMAT EXTRA_TRAIN_ARGS DRY_RUN AVERAGE_LAST
+CHECKPOINT_UPPER_BOUND BEAM LENPEN GEN_SUBSET GEN_MAX_TOKENS REF TEST_SET PARALLEL_RUNS THREADS_PER_RUN SOURCES
+DOWNLOAD_DIR RAW_OUT EXPECT_VALID_LINES EXPECT_TEST_LINES USER_DIR VIRTUAL_ENV"""
+
+
 def recipe_env(work, **extra):
     env = dict(os.environ)
-    for key in ("RAW_DIR", "DATA_BIN", "RUN_NAME", "SAVE_DIR", "CHECKPOINT", "EVAL_DIR", "ARCH", "ARCHS", "NGPU"):
+    for key in KNOBS.split():  # nothing of the caller's recipe settings leaks in
         env.pop(key, None)
     env.update(WORK_DIR=str(work), PYTHON=sys.executable, CUDA_VISIBLE_DEVICES="", WORKERS="2",
                OMP_NUM_THREADS="1")
@@ -94,10 +103,8 @@ def test_recipe_gives_a_result_for_rope_and_baseline(recipe):
 
 
 def test_train_dry_run_computes_tokens_per_update(recipe):
-    env = dict(recipe["env"], DRY_RUN="1", PRECISION="auto", ARCH="rope_transformer_wmt_en_de",
-               TOKENS_PER_UPDATE="25000", MAX_TOKENS_PER_GPU="4096", EXTRA_TRAIN_ARGS="")
-    for var in ("TOKENS_PER_UPDATE", "MAX_TOKENS_PER_GPU"):
-        env[var] = {"TOKENS_PER_UPDATE": "25000", "MAX_TOKENS_PER_GPU": "4096"}[var]
+    # the paper's defaults: nothing but the data and the GPU count is set
+    env = recipe_env(recipe["work"], DRY_RUN=1)
     cases = [(dict(NGPU="8"), "--max-tokens 3125 --update-freq 1", "--fp16"),
              (dict(NGPU="1"), "--max-tokens 3572 --update-freq 7", "--fp16"),
              (dict(CUDA_VISIBLE_DEVICES="0,1,2,3"), "--max-tokens 3125 --update-freq 2", "--fp16"),
@@ -165,7 +172,7 @@ def test_missing_file_tool_and_bad_knob_are_named(tmp_path):
 
 
 def test_interrupted_prepare_leaves_no_partial_output_and_rerun_finishes(tmp_path):
-    raw = make_corpus(tmp_path / "raw", train=3000, valid=10, test=10)
+    raw = make_corpus(tmp_path / "raw", train=1500, valid=10, test=10)
     env = recipe_env(tmp_path / "work", RAW_DIR=raw, BPE_MERGES=100, WORKERS=1)
     tok = tmp_path / "work" / "prep" / "tok"
     proc = subprocess.Popen(["bash", os.path.join(RECIPE, "prepare.sh")], env=env, cwd=REPO,
@@ -181,7 +188,7 @@ def test_interrupted_prepare_leaves_no_partial_output_and_rerun_finishes(tmp_pat
     assert not (tmp_path / "work" / "data-bin").exists()
     proc = step("prepare.sh", env)
     assert "tokenizing" in proc.stderr
-    for split, n in (("train", 3000), ("valid", 10), ("test", 10)):
+    for split, n in (("train", 1500), ("valid", 10), ("test", 10)):
         for lang in ("en", "de"):
             assert len(lines(tok / f"{split}.{lang}")) == n
     assert (tmp_path / "work" / "prep" / ".done").exists()

@@ -38,7 +38,8 @@ verify() {  # verify NAME FILE: checks FILE against SOURCES (or the recorded sha
   local name=$1 file=$2 expected algo want got
   expected=$(field "$name" 2)
   if [ "$expected" = unknown ]; then
-    expected=$(awk -v n="$name" '$1 == n { print $2 }' "$RECORDED" 2>/dev/null | tail -n 1)
+    expected=""
+    if [ -f "$RECORDED" ]; then expected=$(awk -v n="$name" '$1 == n { s = $2 } END { print s }' "$RECORDED"); fi
     if [ -z "$expected" ]; then
       got=sha256:$(sha256sum "$file" | cut -d' ' -f1)
       { cat "$RECORDED" 2>/dev/null || true; echo "$name $got"; } > "$RECORDED.tmp"

@@ -13,6 +13,8 @@
 #   OUT_DIR          where length_study.md and length_study.png go (default: $WORK_DIR);
 #                    OUT_DIR=docs regenerates the committed docs/length_study.{md,png}
 #   ARCHS            "transformer rope_transformer" (the first is the baseline of the comparison)
+#   MAX_UPDATE 500, SAVE_INTERVAL_UPDATES 25 (instead of sample.sh's 600 / 50, see below),
+#   PARALLEL_RUNS 2, THREADS_PER_RUN 1 (both models at once, one core each)
 # Every knob of sample.sh (MODEL_ARGS, MAX_UPDATE, LR, ...) and of its steps applies. The corpus
 # is made by scripts/length_study_data.py, the comparison by scripts/compare.py. Re-running skips
 # finished stages; changing MAX_TRAIN_WORDS uses another WORK_DIR.
@@ -29,6 +31,13 @@ need_int TEST_SEED "$TEST_SEED" 0
 [[ "$BUCKETS" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BUCKETS must look like 10,15,20 (source words), got '$BUCKETS'"
 export WORK_DIR=${WORK_DIR:-$REPO_ROOT/work/length_study_max$MAX_TRAIN_WORDS}
 export ARCHS=${ARCHS:-transformer rope_transformer}
+# fairseq writes no checkpoint_<epoch>_<update>.pt for an update that ends an epoch, and train.sh
+# passes --no-epoch-checkpoints: with the default study data an epoch is 30 updates, so 600 (and
+# every multiple of 150 with interval 50) would be lost. 500 / 25 loses only update 450.
+export MAX_UPDATE=${MAX_UPDATE:-500}
+export SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-25}
+export PARALLEL_RUNS=${PARALLEL_RUNS:-2}
+export THREADS_PER_RUN=${THREADS_PER_RUN:-1}
 OUT_DIR=${OUT_DIR:-$WORK_DIR}
 SAMPLE_DIR=$RECIPE_DIR/sample
 RAW=$WORK_DIR/raw

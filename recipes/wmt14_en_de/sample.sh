@@ -10,6 +10,7 @@
 #   RAW_DIR           recipes/wmt14_en_de/sample
 #   ARCHS             "rope_transformer transformer" (fairseq's base archs, shrunk by MODEL_ARGS)
 #   MODEL_ARGS        2+2 layers, dim 64, FFN 256, 4 heads (passed to both archs via EXTRA_TRAIN_ARGS)
+#   PARALLEL_RUNS     2: both models train at the same time, THREADS_PER_RUN=1 thread each
 #   BPE_MERGES        1000 (the sample's whole vocabulary is ~1.7k words)
 #   MAX_UPDATE, LR, WARMUP_UPDATES, TOKENS_PER_UPDATE, SAVE_INTERVAL_UPDATES, LOG_INTERVAL: see below
 set -euo pipefail
@@ -18,6 +19,9 @@ set -euo pipefail
 export WORK_DIR=${WORK_DIR:-$REPO_ROOT/work/sample}
 export RAW_DIR=${RAW_DIR:-$RECIPE_DIR/sample}
 export ARCHS=${ARCHS:-rope_transformer transformer}
+# both models at once, one CPU thread each: on 2 cores this beats two threads per model
+export PARALLEL_RUNS=${PARALLEL_RUNS:-2}
+export THREADS_PER_RUN=${THREADS_PER_RUN:-1}
 MODEL_ARGS=${MODEL_ARGS:---encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder-embed-dim 64 \
 --encoder-ffn-embed-dim 256 --decoder-ffn-embed-dim 256 --encoder-attention-heads 4 --decoder-attention-heads 4}
 export EXTRA_TRAIN_ARGS="$MODEL_ARGS ${EXTRA_TRAIN_ARGS:-}"
