@@ -214,24 +214,34 @@ def _cell(scores, name, metric, first, ci=False):
     if name != first:
         d = s[metric] - scores[first][metric]
         p = s[f"{metric}_p"]
-        text += f" ({d:+.2f}, p={p:.3f}{'*' if p < 0.05 else ''})" if p is not None else f" ({d:+.2f})"
+        star = "\\*" if p is not None and p < 0.05 else ""  # escaped: a bare * would start italics
+        text += f" ({d:+.2f}, p={p:.3f}{star})" if p is not None else f" ({d:+.2f})"
     return text
 
 
-def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_max_words=None):
+def _show(path):
+    """A path for the table: relative to the working directory when below it."""
+    rel = os.path.relpath(os.path.abspath(path))
+    return path if rel.startswith("..") else rel
+
+
+def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_max_words=None, notes=()):
     runs, first = res["runs"], res["runs"][0]
     sw = res["source_words"]
     lines = [f"## {title}", ""]
-    lines.append(f"Test set: {'; '.join(test_sets) + ', ' if test_sets else ''}{res['sentences']} sentences "
-                 f"(source `{src_path}`, {sw['min']}-{sw['max']} words, mean {sw['mean']}; reference `{ref_path}`).")
-    lines.append("Hypotheses: " + "; ".join(f"{n}: `{p}`" for n, p in hyp_paths) + ".")
+    lines.append(f"- Test set: {'; '.join(test_sets) + ', ' if test_sets else ''}{res['sentences']} sentences "
+                 f"(source `{_show(src_path)}`, {sw['min']}-{sw['max']} words, mean {sw['mean']}; "
+                 f"reference `{_show(ref_path)}`).")
+    lines.append("- Hypotheses: " + "; ".join(f"{n}: `{_show(p)}`" for n, p in hyp_paths) + ".")
     if train_max_words:
-        lines.append(f"Longest training source: {train_max_words} words; longer buckets are extrapolation.")
+        lines.append(f"- Longest training source: {train_max_words} words; buckets marked *unseen* hold only "
+                     f"longer sources.")
+    lines += [f"- {note}" for note in notes]
     lines.append("")
     if len(runs) > 1:
         lines.append(f"In parentheses: difference to **{first}** and the p-value of sacrebleu's paired bootstrap "
                      f"test ({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}); "
-                     f"* = p < 0.05. ± is the half-width of the bootstrap 95% confidence interval.")
+                     f"\\* = p < 0.05. ± is the half-width of the bootstrap 95% confidence interval.")
         lines.append("")
     lines += ["| Run | BLEU | chrF |", "|---|---:|---:|"]
     for name in runs:
@@ -244,7 +254,7 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
     for b in res["buckets"]:
         label = b["label"]
         if train_max_words and b["min_words"] > train_max_words:
-            label += " (unseen)"
+            label += " *(unseen)*"
         if not b["scores"]:
             cells = ["–"] * (2 * len(runs))
         else:
@@ -326,6 +336,7 @@ def main(argv=None):
     ap.add_argument("--title", default="Translation quality by source length")
     ap.add_argument("--train-max-words", type=int,
                     help="longest training source in words: marks the longer buckets as unseen lengths")
+    ap.add_argument("--note", action="append", default=[], help="a line of text for the markdown, under the heading")
     ap.add_argument("--out-md", help="write the markdown table here")
     ap.add_argument("--out-png", help="write the plot here (PNG)")
     ap.add_argument("--out-json", help="write every number here (JSON)")
@@ -353,7 +364,8 @@ def main(argv=None):
 
     res = compare(src, refs, hyps, edges, args.bootstrap_samples)
     res["files"] = {"source": args.src, "reference": ref_path, "hypotheses": dict(runs)}
-    md = render_markdown(res, args.title, args.src, ref_path, runs, test_sets, args.train_max_words)
+    md = render_markdown(res, args.title, args.src, ref_path, runs, test_sets, args.train_max_words,
+                         args.note)
     sys.stdout.write(md)
     if args.out_md:
         write_text(args.out_md, md)

@@ -109,7 +109,7 @@ def test_markdown_and_png(compared):
     res, md, png = compared
     rope = res["overall"]["rope"]
     assert f"| rope | {rope['bleu']:.2f} ± {rope['bleu_ci']:.2f} (+" in md
-    assert "| 21-30 (unseen) |" in md and "| 11-20 | " in md
+    assert "| 21-30 *(unseen)* |" in md and "| 11-20 | " in md
     assert "BLEU signature: `nrefs:1|bs:1000|seed:12345|" in md
     data = png.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 10_000
@@ -204,3 +204,32 @@ def test_plot_training_errors(tmp_path):
     r = run(PLOT_TRAINING, f"a={empty}", "--out", tmp_path / "x.png", check=False)
     assert r.returncode == 1 and "no fairseq training statistics" in r.stderr and str(empty) in r.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+# --------------------------------------------------------------------------- length_study_data.py
+
+LENGTH_DATA = os.path.join(REPO, "scripts", "length_study_data.py")
+MAKE_SAMPLE = os.path.join(REPO, "scripts", "make_sample_corpus.py")
+
+
+def test_length_study_corpus(tmp_path):
+    """Train/valid only up to the limit; test stratified by bucket, unseen in the sample; deterministic."""
+    sample = tmp_path / "sample"
+    run(MAKE_SAMPLE, "--out-dir", sample, "--train", 400, "--valid", 30, "--test", 30)
+    args = ["--sample-dir", sample, "--max-train-words", 8, "--buckets", "8,16", "--per-bucket", 20, "--pool", 400]
+    run(LENGTH_DATA, *args, "--out-dir", tmp_path / "a")
+    run(LENGTH_DATA, *args, "--out-dir", tmp_path / "b")
+    for name in ("train.en", "train.de", "valid.en", "valid.de", "test.en", "test.de"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    out = tmp_path / "a"
+    train = list(zip(lines(out / "train.en"), lines(out / "train.de")))
+    kept = [p for p in zip(lines(sample / "train.en"), lines(sample / "train.de")) if len(p[0].split()) <= 8]
+    assert train == kept and len(train) > 50
+    assert all(len(en.split()) <= 8 for en in lines(out / "valid.en"))
+    test = lines(out / "test.en")
+    assert len(test) == len(lines(out / "test.de")) == 60
+    sizes = [len(s.split()) for s in test]
+    assert all(n <= 8 for n in sizes[:20]) and all(8 < n <= 16 for n in sizes[20:40]) and all(n > 16 for n in sizes[40:])
+    seen = set(lines(sample / "train.en") + lines(sample / "valid.en") + lines(sample / "test.en"))
+    assert not seen & set(test)
+    assert "1-8: 20, 9-16: 20, 17+: 20" in (out / "README").read_text()

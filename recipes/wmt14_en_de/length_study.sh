@@ -19,6 +19,7 @@
 # is made by scripts/length_study_data.py, the comparison by scripts/compare.py. Re-running skips
 # finished stages; changing MAX_TRAIN_WORDS uses another WORK_DIR.
 set -euo pipefail
+WORK_DIR_SET=${WORK_DIR:-}  # before common.sh, which gives WORK_DIR the full recipe's default
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 MAX_TRAIN_WORDS=${MAX_TRAIN_WORDS:-15}
@@ -29,7 +30,7 @@ need_int MAX_TRAIN_WORDS "$MAX_TRAIN_WORDS" 1
 need_int PER_BUCKET "$PER_BUCKET" 1
 need_int TEST_SEED "$TEST_SEED" 0
 [[ "$BUCKETS" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BUCKETS must look like 10,15,20 (source words), got '$BUCKETS'"
-export WORK_DIR=${WORK_DIR:-$REPO_ROOT/work/length_study_max$MAX_TRAIN_WORDS}
+export WORK_DIR=${WORK_DIR_SET:-$REPO_ROOT/work/length_study_max$MAX_TRAIN_WORDS}
 export ARCHS=${ARCHS:-transformer rope_transformer}
 # fairseq writes no checkpoint_<epoch>_<update>.pt for an update that ends an epoch, and train.sh
 # passes --no-epoch-checkpoints: with the default study data an epoch is 30 updates, so 600 (and

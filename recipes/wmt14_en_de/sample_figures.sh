@@ -10,9 +10,10 @@
 #   ARCHS     "transformer rope_transformer" (the first is the baseline of the comparison)
 # and every knob of sample.sh.
 set -euo pipefail
+WORK_DIR_SET=${WORK_DIR:-}  # before common.sh, which gives WORK_DIR the full recipe's default
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-export WORK_DIR=${WORK_DIR:-$REPO_ROOT/work/sample}
+export WORK_DIR=${WORK_DIR_SET:-$REPO_ROOT/work/sample}
 export RAW_DIR=${RAW_DIR:-$RECIPE_DIR/sample}
 export ARCHS=${ARCHS:-transformer rope_transformer}
 OUT_DIR=${OUT_DIR:-$WORK_DIR}
