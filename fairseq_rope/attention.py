@@ -6,10 +6,14 @@ incremental state (``prev_key``, ``prev_value``, ``prev_key_padding_mask``), so 
 ``transformer`` checkpoint loads into it unchanged.
 
 fairseq's own fast path hands the projections to ``F.multi_head_attention_forward``, which
-leaves no place to rotate q and k; here the projections are done in the open, q and k are
-rotated (eq. 34), and attention runs through ``F.scaled_dot_product_attention``. Only when
-the caller asks for attention weights (``need_weights``, ``before_softmax``) is the score
-matrix formed explicitly (the "plain" path, kept equal to the fast one by the tests).
+leaves no place to rotate q and k; here the projections are done in the open and q and k are
+rotated (eq. 34). Two paths, kept equal (outputs and gradients) by tests/test_speed_paths.py:
+  * fast (the default): one GEMM for q, k and v (the three weights stacked; separate GEMMs
+    while decoding one token), q and k rotated in one call as a complex product, attention by
+    ``F.scaled_dot_product_attention``;
+  * plain (``self.fast = False``, or whenever the caller asks for attention weights:
+    ``need_weights``, ``before_softmax``): three projections, eq. 34 written out for q then k,
+    and the score matrix formed explicitly.
 
 Positions (what m and n are in eq. 16):
   * a token's position is the number of real (non-padding) tokens before it in its
@@ -68,6 +72,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
                 f"(the head dim), got {rope_dim}"
             )
         self.rotary = RotaryEmbedding(rope_dim, theta=rope_theta, layout=rope_layout)
+        self.fast = True  # False: always the plain path (the reference the tests compare with)
 
     def forward(
         self,
@@ -88,13 +93,8 @@ class RotaryMultiheadAttention(MultiheadAttention):
         if static_kv:
             raise ValueError("RotaryMultiheadAttention is self-attention: static_kv is not supported")
         need_weights = need_weights or need_head_weights
-        tgt_len, bsz, embed_dim = query.size()
-        H, D = self.num_heads, self.head_dim
-
-        def heads(x: Tensor) -> Tensor:  # T x B x C -> B x H x T x D
-            return x.view(tgt_len, bsz, H, D).permute(1, 2, 0, 3)
-
-        q, k, v = heads(self.q_proj(query)), heads(self.k_proj(query)), heads(self.v_proj(query))
+        plain = not self.fast or need_weights or before_softmax
+        tgt_len, bsz, _ = query.size()
 
         saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
         prev_key, prev_value = saved.get("prev_key"), saved.get("prev_value")
@@ -102,9 +102,10 @@ class RotaryMultiheadAttention(MultiheadAttention):
         padding = self._full_padding_mask(saved.get("prev_key_padding_mask"), key_padding_mask, bsz, past, tgt_len, query.device)
 
         # eq. 34: rotate q and k by their positions, once; cached keys stay rotated
-        cos, sin = self._cos_sin(padding, past, tgt_len, query.dtype)
-        q = self.rotary.rotate(q, cos, sin)
-        k = self.rotary.rotate(k, cos, sin)
+        cos, sin = self._cos_sin(padding, past, tgt_len, query.dtype)  # T x (B or 1) x d/2
+        fused = not plain and incremental_state is None
+        q, k, v = self._project_and_rotate(query, cos, sin, fast=not plain, fused=fused)  # T x B x H x D each
+        q, k, v = (x.permute(1, 2, 0, 3) for x in (q, k, v))  # B x H x T x D views
         if prev_key is not None:
             k = torch.cat([prev_key, k], dim=2)
             v = torch.cat([prev_value, v], dim=2)
@@ -112,12 +113,36 @@ class RotaryMultiheadAttention(MultiheadAttention):
             saved["prev_key"], saved["prev_value"], saved["prev_key_padding_mask"] = k, v, padding
             self._set_input_buffer(incremental_state, saved)
 
-        if before_softmax or need_weights:
+        if plain:
             return self._plain_attention(q, k, v, padding, attn_mask, before_softmax, need_head_weights)
         mask = self._sdpa_mask(padding, attn_mask, q.dtype)
         dropout_p = self.dropout_module.p if self.training or self.dropout_module.apply_during_inference else 0.0
         attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         return self._merge_heads(attn), None
+
+    # -- projections -----------------------------------------------------------------
+
+    def _project_and_rotate(self, x: Tensor, cos: Tensor, sin: Tensor, fast: bool, fused: bool):
+        """q, k, v (T x B x H x D) of x (T x B x C), q and k rotated (eq. 34).
+
+        fused: one GEMM with the three weights stacked (their copy pays off over many tokens,
+        not for one), then q and k rotated in one call. fast: the rotation as a complex product
+        where it applies. The parameters stay fairseq's q_proj, k_proj, v_proj; quant-noise
+        hooks on them rule out the fused GEMM, which would bypass them."""
+        T, B, _ = x.shape
+        H, D = self.num_heads, self.head_dim
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        if fused and not any(p._forward_pre_hooks or p._forward_hooks for p in projections):
+            weight = torch.cat([p.weight for p in projections])
+            bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
+            # split/unbind, not indexing: their backward is one cat/stack, not zero-filled copies
+            qk, v = F.linear(x, weight, bias).view(T, B, 3, H, D).split([2, 1], dim=2)
+            cos, sin = cos[:, :, None, None], sin[:, :, None, None]  # broadcast over q/k and heads
+            q, k = self.rotary.rotate(qk, cos, sin, fast=fast).unbind(2)
+            return q, k, v.squeeze(2)
+        q, k, v = (p(x).view(T, B, H, D) for p in projections)
+        cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # broadcast over heads
+        return self.rotary.rotate(q, cos, sin, fast=fast), self.rotary.rotate(k, cos, sin, fast=fast), v
 
     # -- positions -------------------------------------------------------------------
 
@@ -133,12 +158,13 @@ class RotaryMultiheadAttention(MultiheadAttention):
         return torch.cat([prev_mask.bool(), mask.bool()], dim=1)
 
     def _cos_sin(self, padding: Optional[Tensor], past: int, tgt_len: int, dtype: torch.dtype):
-        """cos/sin for the new tokens: T x d/2 when shared by the batch, else B x 1 x T x d/2."""
+        """cos/sin for the new tokens, T x B x d/2, or T x 1 x d/2 when shared by the batch."""
         if padding is None:  # positions past .. past+T-1 for every sentence
-            return self.rotary.cos_sin_range(past, past + tgt_len, dtype)
+            cos, sin = self.rotary.cos_sin_range(past, past + tgt_len, dtype)
+            return cos.unsqueeze(1), sin.unsqueeze(1)
         # the number of real tokens before each token; padding itself gets 0 (it is masked)
         positions = ((~padding).cumsum(dim=1) - 1).clamp(min=0)[:, past:]
-        return self.rotary.cos_sin(positions.unsqueeze(1), dtype, bound=past + tgt_len)
+        return self.rotary.cos_sin(positions.t(), dtype, bound=past + tgt_len)
 
     # -- attention -------------------------------------------------------------------
 

@@ -1,0 +1,194 @@
+"""Every fast path of the rotary attention equals the plain path, in outputs and in gradients.
+
+The plain path (``attn.fast = False``, or any call asking for attention weights) is the
+reference: three projections, eq. 34 written out for q then k, softmax(q k^T / sqrt(d)) v
+written out. The fast path: one GEMM for q/k/v (separate projections while decoding one token
+at a time), q and k rotated in one call (as a complex product where it applies),
+scaled_dot_product_attention.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import random_tokens
+
+from fairseq_rope.attention import RotaryMultiheadAttention
+from fairseq_rope.rotary import RotaryEmbedding, apply_rotary, apply_rotary_complex, complex_applies
+
+T, B, C, H = 7, 3, 32, 4
+
+
+def attention(**kwargs):
+    torch.manual_seed(0)
+    attn = RotaryMultiheadAttention(C, H, **kwargs)
+    with torch.no_grad():  # non-zero biases, so that their gradients are compared too
+        for p in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj):
+            p.bias.normal_()
+    return attn
+
+
+def masks():
+    left = torch.zeros(B, T, dtype=torch.bool)
+    left[1, :2] = left[2, :1] = True  # left-padded sources
+    right = torch.zeros(B, T, dtype=torch.bool)
+    right[1, -2:] = right[2, -1] = True  # right-padded targets
+    causal = torch.triu(torch.full((T, T), float("-inf")), 1)
+    return {
+        "none": (None, None),
+        "left padding": (None, left),
+        "right padding": (None, right),
+        "causal": (causal, None),
+        "causal bool": (causal.isinf(), None),
+        "causal + right padding": (causal, right),
+        "causal bool + right padding": (causal.isinf(), right),
+        "additive float": (torch.randn(T, T, generator=torch.Generator().manual_seed(1)), left),
+    }
+
+
+def run(attn, fast, x, attn_mask, key_padding_mask):
+    """Output and the gradients of x and of every parameter, for a loss on real tokens only."""
+    attn.fast = fast
+    attn.zero_grad()
+    x = x.detach().clone().requires_grad_(True)
+    out, weights = attn(x, x, x, key_padding_mask=key_padding_mask, attn_mask=attn_mask, need_weights=False)
+    assert (weights is None) == fast  # the plain path computes them anyway
+    real = torch.ones(T, B, 1) if key_padding_mask is None else (~key_padding_mask).t().unsqueeze(-1).float()
+    (out * real * torch.linspace(-1, 1, C)).sum().backward()
+    grads = {name: p.grad.clone() for name, p in attn.named_parameters()}
+    return out.detach(), x.grad, grads
+
+
+def assert_same(fast, plain, rtol=1e-5, atol=1e-5):
+    out_f, gx_f, grads_f = fast
+    out_p, gx_p, grads_p = plain
+    torch.testing.assert_close(out_f, out_p, rtol=rtol, atol=atol)
+    torch.testing.assert_close(gx_f, gx_p, rtol=rtol, atol=atol)
+    assert set(grads_f) == set(grads_p)
+    for name in grads_p:
+        torch.testing.assert_close(grads_f[name], grads_p[name], rtol=rtol, atol=atol, msg=name)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("rope_dim", [None, 4])
+@pytest.mark.parametrize("case", list(masks()))
+def test_fast_attention_equals_plain(layout, rope_dim, case):
+    attn = attention(rope_layout=layout, rope_dim=rope_dim)
+    attn_mask, key_padding_mask = masks()[case]
+    x = torch.randn(T, B, C, generator=torch.Generator().manual_seed(2))
+    assert_same(run(attn, True, x, attn_mask, key_padding_mask), run(attn, False, x, attn_mask, key_padding_mask))
+
+
+def test_fast_path_fuses_projections_and_rotates_q_and_k_in_one_call(monkeypatch):
+    """The fast path really is taken: one GEMM for q/k/v and one rotation call for q and k over
+    a whole sequence; separate projections (no weight copy) for a single decoding step."""
+    attn = attention().eval()
+    calls = {"linear": 0, "rotate": []}
+    linear, rotate = F.linear, attn.rotary.rotate
+    monkeypatch.setattr(F, "linear", lambda *a, **k: calls.__setitem__("linear", calls["linear"] + 1) or linear(*a, **k))
+    monkeypatch.setattr(attn.rotary, "rotate", lambda x, *a, **k: calls["rotate"].append(tuple(x.shape)) or rotate(x, *a, **k))
+    x = torch.randn(T, B, C)
+    attn(x, x, x, attn_mask=masks()["causal"][0], need_weights=False)
+    assert calls == {"linear": 2, "rotate": [(T, B, 2, H, C // H)]}  # q/k/v in one, out_proj
+    calls.update(linear=0, rotate=[])
+    step = x[:1]
+    attn(step, step, step, incremental_state={}, need_weights=False)
+    assert calls == {"linear": 4, "rotate": [(1, B, H, C // H)] * 2}
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_incremental_fast_equals_plain(layout):
+    """Decoding token by token: outputs and the cached (rotated) keys and values agree."""
+    x = torch.randn(T, B, C, generator=torch.Generator().manual_seed(3))
+    results = []
+    for fast in (True, False):
+        attn = attention(rope_layout=layout).eval()
+        attn.fast = fast
+        state, outs = {}, []
+        with torch.no_grad():
+            for t in range(T):
+                step = x[t : t + 1]
+                outs.append(attn(step, step, step, incremental_state=state, need_weights=False)[0])
+        saved = attn._get_input_buffer(state)
+        results.append((torch.cat(outs), saved["prev_key"], saved["prev_value"]))
+    for fast, plain in zip(*results):
+        torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-5)
+
+
+def test_quant_noise_hooks_keep_separate_projections():
+    """fairseq's quant-noise works through forward hooks on q_proj/k_proj/v_proj: the fused GEMM,
+    which reads the weights directly, must not bypass them."""
+    attn = attention(q_noise=0.5, qn_block_size=4)
+    assert attn.q_proj._forward_pre_hooks
+    attn.train()
+    x = torch.randn(T, B, C)
+    seen = []
+    attn.q_proj.register_forward_hook(lambda module, inputs, output: seen.append(output.shape))
+    attn(x, x, x, need_weights=False)
+    assert seen == [(T, B, C)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(5, 3, 8), (6, 2, 2, 4, 8)])
+def test_complex_rotation_equals_eq34(dtype, shape):
+    """apply_rotary_complex and apply_rotary (eq. 34 written out): values and gradients."""
+    g = torch.Generator().manual_seed(4)
+    rotary = RotaryEmbedding(shape[-1])
+    positions = torch.randint(0, 50, shape[:1] + (1,) * (len(shape) - 2), generator=g)
+    cos, sin = rotary.cos_sin(positions, dtype)
+    x = torch.randn(shape, dtype=dtype, generator=g)
+    grad = torch.randn(shape, dtype=dtype, generator=g)
+    outs = []
+    for fn in (lambda x: apply_rotary_complex(x, cos, sin), lambda x: apply_rotary(x, cos, sin, "interleaved")):
+        xx = x.clone().requires_grad_(True)
+        out = fn(xx)
+        out.backward(grad)
+        outs.append((out.detach(), xx.grad))
+    for fast, plain in zip(*outs):
+        torch.testing.assert_close(fast, plain)
+
+
+def test_complex_rotation_applies_only_where_it_can():
+    cos = torch.zeros(4, 1, 4)
+    x = torch.randn(4, 2, 3, 8)
+    assert complex_applies(x, cos, "interleaved")
+    assert complex_applies(x[:, :, :2], cos, "interleaved")  # q and k of a fused projection
+    assert not complex_applies(x, cos, "half")
+    assert not complex_applies(x, cos[..., :2], "interleaved")  # partial rotation
+    assert not complex_applies(x.to(torch.bfloat16), cos, "interleaved")
+    assert not complex_applies(x.to(torch.float16), cos, "interleaved")
+    assert not complex_applies(x.transpose(-1, -2).contiguous().transpose(-1, -2), cos, "interleaved")
+    assert not complex_applies(x.flatten(-2)[..., 1:9], cos, "interleaved")  # odd offset
+
+
+def test_bfloat16_fast_attention_equals_plain():
+    """bfloat16 has no complex type: the fast path falls back to eq. 34 written out."""
+    attn = attention().to(torch.bfloat16)
+    attn_mask, key_padding_mask = masks()["causal + right padding"]
+    x = torch.randn(T, B, C).to(torch.bfloat16)
+    assert_same(run(attn, True, x, attn_mask, key_padding_mask), run(attn, False, x, attn_mask, key_padding_mask),
+                rtol=0.05, atol=0.05)
+
+
+def test_model_fast_equals_plain(dict_dir, build):
+    """The whole rope_transformer: loss and every parameter's gradient, fast vs plain."""
+    model, task = build(dict_dir, "rope_transformer")
+    src, lengths = random_tokens(task, [9, 5, 7], seed=5)
+    prev, _ = random_tokens(task, [6, 4, 6], seed=6, left_pad=False)
+    target = torch.roll(prev, -1, dims=1)
+    pad = task.target_dictionary.pad()
+    attentions = [m for m in model.modules() if isinstance(m, RotaryMultiheadAttention)]
+    assert len(attentions) == 4
+    results = []
+    for fast in (True, False):
+        for m in attentions:
+            m.fast = fast
+        model.zero_grad()
+        logits = model(src, lengths, prev)[0]
+        loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=pad)
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (loss_f, grads_f), (loss_p, grads_p) = results
+    torch.testing.assert_close(loss_f, loss_p)
+    assert set(grads_f) == set(grads_p)
+    for name in grads_p:
+        torch.testing.assert_close(grads_f[name], grads_p[name], rtol=1e-4, atol=1e-5, msg=name)
