@@ -144,6 +144,16 @@ def metrics():
     return {"BLEU": BLEU(), "chrF": CHRF()}
 
 
+def add_length_ratio(scores, named_hyps, refs):
+    """sacreBLEU's hypothesis/reference length ratio (its brevity penalty input) for every run."""
+    from sacrebleu.metrics import BLEU
+
+    for name, hyps in named_hyps:
+        b = BLEU().corpus_score(hyps, [refs])
+        scores[name]["len_ratio"] = b.sys_len / b.ref_len if b.ref_len else 0.0
+    return scores
+
+
 def score_subset(named_hyps, refs, n_samples):
     """Scores of every run on these sentences, with paired bootstrap p-values against the first run.
 
@@ -182,13 +192,16 @@ def compare(src, refs, runs, edges, n_samples):
     """All the numbers, as a JSON-able dict. ``runs`` = [(name, hypotheses)]; lists of equal length."""
     lengths = [len(s.split()) for s in src]
     overall, signatures = score_subset(runs, refs, n_samples)
+    add_length_ratio(overall, runs, refs)
     buckets = []
     for lo, hi, label in bucket_bounds(edges):
         idx = [i for i, n in enumerate(lengths) if n >= lo and (hi is None or n <= hi)]
         entry = {"label": label, "min_words": lo, "max_words": hi, "sentences": len(idx), "scores": None}
         if idx:
-            entry["scores"], _ = score_subset([(name, [h[i] for i in idx]) for name, h in runs],
-                                              [refs[i] for i in idx], n_samples)
+            subset = [(name, [h[i] for i in idx]) for name, h in runs]
+            sub_refs = [refs[i] for i in idx]
+            entry["scores"], _ = score_subset(subset, sub_refs, n_samples)
+            add_length_ratio(entry["scores"], subset, sub_refs)
         buckets.append(entry)
     return {
         "runs": [name for name, _ in runs],
@@ -243,22 +256,24 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
                      f"test ({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}); "
                      f"\\* = p < 0.05. ± is the half-width of the bootstrap 95% confidence interval.")
         lines.append("")
-    lines += ["| Run | BLEU | chrF |", "|---|---:|---:|"]
+    lines += ["| Run | BLEU | chrF | hyp/ref length |", "|---|---:|---:|---:|"]
     for name in runs:
         cells = [_cell(res["overall"], name, m, first, ci=True) for m in ("bleu", "chrf")]
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {res['overall'][name]['len_ratio']:.2f} |")
     lines += ["", "By source length (words):", ""]
-    header = ["Source words", "Sentences"] + [f"BLEU {n}" for n in runs] + [f"chrF {n}" for n in runs]
+    header = (["Source words", "Sentences"] + [f"BLEU {n}" for n in runs] + [f"chrF {n}" for n in runs]
+              + ["hyp/ref length " + " / ".join(runs)])
     lines.append("| " + " | ".join(header) + " |")
-    lines.append("|---|---:|" + "---:|" * (2 * len(runs)))
+    lines.append("|---|---:|" + "---:|" * (2 * len(runs) + 1))
     for b in res["buckets"]:
         label = b["label"]
         if train_max_words and b["min_words"] > train_max_words:
             label += " *(unseen)*"
         if not b["scores"]:
-            cells = ["–"] * (2 * len(runs))
+            cells = ["–"] * (2 * len(runs) + 1)
         else:
             cells = [_cell(b["scores"], n, m, first) for m in ("bleu", "chrf") for n in runs]
+            cells.append(" / ".join(f"{b['scores'][n]['len_ratio']:.2f}" for n in runs))
         lines.append(f"| {label} | {b['sentences']} | " + " | ".join(cells) + " |")
     lines.append("")
     for name, sig in res["signatures"].items():
@@ -276,7 +291,11 @@ def render_png(res, path, title, train_max_words=None):
     runs = res["runs"]
     buckets = [b for b in res["buckets"] if b["scores"]]
     labels = [f"{b['label']}\n(n={b['sentences']})" for b in buckets]
-    fig, axes = plt.subplots(1, 2, figsize=(max(9, 1.6 * len(buckets) * (1 + 0.25 * len(runs))), 5))
+    group = len(buckets) * (1 + 0.25 * len(runs))  # width that one panel needs, in bar groups
+    if group > 8:  # many buckets: the panels one above the other
+        fig, axes = plt.subplots(2, 1, figsize=(max(8, 1.2 * group), 9))
+    else:
+        fig, axes = plt.subplots(1, 2, figsize=(max(9, 1.6 * group), 5))
     width = 0.8 / len(runs)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, metric, ylabel in ((axes[0], "bleu", "sacreBLEU"), (axes[1], "chrf", "chrF")):
@@ -305,10 +324,11 @@ def render_png(res, path, title, train_max_words=None):
         ax.set_axisbelow(True)
         ax.set_title(f"{ylabel} by source length", fontsize=10)
     handles, legend_labels = axes[0].get_legend_handles_labels()
+    height = fig.get_figheight()  # title and legend take a fixed height in inches
     fig.legend(handles, legend_labels, loc="upper center", ncol=min(len(runs), 4), fontsize=9,
-               bbox_to_anchor=(0.5, 0.955), frameon=False)
-    fig.suptitle(title, fontsize=11, y=0.995)
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
+               bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
+    fig.suptitle(title, fontsize=11, y=1 - 0.03 / height)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
     tmp = path + ".tmp.png"
     fig.savefig(tmp, dpi=120)
     plt.close(fig)

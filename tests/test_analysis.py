@@ -91,6 +91,8 @@ def test_bucket_scores_equal_sacrebleu_on_the_subset(compared):
             sub_h, sub_r = [h[i] for i in idx], [[ref[i] for i in idx]]
             assert b["scores"][name]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(sub_h, sub_r).score, abs=1e-9)
             assert b["scores"][name]["chrf"] == pytest.approx(sacrebleu.corpus_chrf(sub_h, sub_r).score, abs=1e-9)
+            bleu = sacrebleu.corpus_bleu(sub_h, sub_r)
+            assert b["scores"][name]["len_ratio"] == pytest.approx(bleu.sys_len / bleu.ref_len, abs=1e-12)
         assert b["scores"]["rope"]["bleu_p"] is not None
 
 

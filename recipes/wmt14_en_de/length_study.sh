@@ -53,7 +53,7 @@ if ! { [ -d "$RAW" ] && done_ok "$RAW" "$settings"; }; then
   mark_done "$RAW" "$settings"
 fi
 
-RAW_DIR=$RAW TEST_SET="length study test set ($RAW/test, $(line_count "$RAW/test.$SRC") sentences, seed $TEST_SEED)" \
+RAW_DIR=$RAW TEST_SET="length study test set (make_sample_corpus.py seed $TEST_SEED, $PER_BUCKET per bucket)" \
   bash "$RECIPE_DIR/sample.sh"
 
 # lengths in BPE tokens too: what the position encodings actually see (fairseq adds one EOS)
