@@ -66,8 +66,8 @@ def _nouns(spec):
 # en | en plural | de | de plural | gender | tags [| weak oblique singular]
 NOUNS = _nouns(
     """
-man|men|Mann|Männer|m|person
-woman|women|Frau|Frauen|f|person
+man|men|Mann|Männer|m|person noposs
+woman|women|Frau|Frauen|f|person noposs
 child|children|Kind|Kinder|n|person
 teacher|teachers|Lehrer|Lehrer|m|person
 doctor|doctors|Arzt|Ärzte|m|person
@@ -220,6 +220,7 @@ class Verb:
     er: str = ""
     ich: str = ""
     en_prep: str = ""  # "look for"
+    loc: bool = True  # takes a location phrase
 
     def present(self, person):
         stem = self.de[:-1] if self.de.endswith(("ern", "eln")) else self.de[:-2]
@@ -270,7 +271,8 @@ VERBS = [
     Verb(("take", "takes", "took"), "nehmen", "genommen", "haben", "acc", P, frozenset({"thing", "food"}), du="nimmst", er="nimmt", comp=("for",)),
     Verb(("look", "looks", "looked"), "suchen", "gesucht", "haben", "acc", A, ANY, en_prep="for"),
     Verb(("wash", "washes", "washed"), "waschen", "gewaschen", "haben", "acc", P, frozenset({"wash", "animal"}), du="wäschst", er="wäscht"),
-    Verb(("build", "builds", "built"), "bauen", "gebaut", "haben", "acc", P, frozenset({"build"}), comp=("for", "with")),
+    Verb(("build", "builds", "built"), "bauen", "gebaut", "haben", "acc", P, frozenset({"build"}), comp=("for", "with"),
+         loc=False),
     Verb(("cook", "cooks", "cooked"), "kochen", "gekocht", "haben", "acc", P, frozenset({"cook"}), comp=("for", "with")),
     Verb(("bake", "bakes", "baked"), "backen", "gebacken", "haben", "acc", P, frozenset({"bake"}), comp=("for", "with")),
     Verb(("like", "likes", "liked"), "mögen", "gemocht", "haben", "acc", A, ANY, ich="mag", du="magst", er="mag", comp=()),
@@ -373,6 +375,8 @@ def noun_phrase(rng, tags, number=None, dets=None, adj_p=0.35, noun=None):
     very = adj is not None and rng.random() < 0.12
     if dets is None:
         dets = ["def", "indef", "this", "poss"] if number == "sg" else ["def", "bare", "num", "quant", "this", "poss"]
+    if "noposs" in noun.tags:  # "my woman" / "meine Frau" (= my wife) is not what we mean
+        dets = [d for d in dets if d != "poss"] or ["def"]
     det = rng.choice(dets)
     en_noun = noun.en if number == "sg" else noun.en_pl
     en_adj = ("very " if very else "") + adj.en if adj else ""
@@ -587,6 +591,11 @@ def relative_clause(rng, antecedent):
     return c.en_words(), c.de_sub()
 
 
+def time_phrase(rng, tense, negated):
+    """A time adverbial for ``tense``; "every day" does not combine with negation (nicht jeden Tag)."""
+    return rng.choice([t for t in TIMES[tense] if not (negated and t[0] == "every day")])
+
+
 def make_clause(rng, tenses=("pres", "pres", "past", "past", "fut", "can"), allow_neg=True, allow_rel=True,
                 allow_time=True):
     tense = rng.choice(tenses)
@@ -596,8 +605,9 @@ def make_clause(rng, tenses=("pres", "pres", "past", "past", "fut", "can"), allo
         c = Clause(subj_np, tense, adj=rng.choice([a for a in ADJS if a.tags & tags]))
         c.very = rng.random() < 0.15
         c.neg = allow_neg and rng.random() < 0.15
-        if rng.random() < 0.25:
-            c.time = rng.choice(TIMES[tense])
+        if subj_np.noun is None or subj_np.noun.tags & {"person", "animal"}:
+            if rng.random() < 0.25:  # "the dog was tired yesterday", not "the car was red yesterday"
+                c.time = time_phrase(rng, tense, c.neg)
         return c
     verb = rng.choice(VERBS)
     subj = subject(rng, verb.subj)
@@ -633,13 +643,13 @@ def make_clause(rng, tenses=("pres", "pres", "past", "past", "fut", "can"), allo
         c.en_tail.append(en)
         c.de_comp.append(de)
         tail_free = False
-    if not neg and rng.random() < 0.35:
+    if not neg and verb.loc and rng.random() < 0.35:
         en, de = location(rng)
         c.en_tail.append(en)
         c.de_loc.append(de)
         tail_free = False
     if allow_time and rng.random() < 0.3:
-        c.time = rng.choice(TIMES[tense])
+        c.time = time_phrase(rng, tense, neg)
         tail_free = False
     if (allow_rel and tail_free and last_obj is not None and not last_obj.pronoun and last_obj.noun is not None
             and last_obj.noun.tags & {"person", "animal"} and rng.random() < 0.35):

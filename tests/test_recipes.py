@@ -135,6 +135,25 @@ def test_rerun_skips_and_training_resumes(recipe):
     assert "checkpoint_1_6.pt" in proc.stderr
 
 
+def test_prepare_with_sentencepiece(tmp_path):
+    """TOKENIZER=spm: a joint model, pieces that fairseq's --remove-bpe sentencepiece turns back into the text."""
+    from fairseq.data.data_utils import post_process
+
+    raw = make_corpus(tmp_path / "raw", train=400)
+    env = recipe_env(tmp_path / "work", RAW_DIR=raw, TOKENIZER="spm", SPM_VOCAB_SIZE=300)
+    proc = step("prepare.sh", env)
+    assert "training a joint sentencepiece unigram model, vocabulary 300" in proc.stderr
+    prep, data_bin = tmp_path / "work" / "prep", tmp_path / "work" / "data-bin"
+    assert "TOKENIZER=spm" in (data_bin / "recipe.env").read_text()
+    assert (data_bin / "spm.model").exists() and (data_bin / "test.en-de.de.bin").exists()
+    assert 250 < len(lines(data_bin / "dict.en.txt")) <= 300
+    for split in ("valid", "test"):
+        for lang in ("en", "de"):
+            pieces = lines(prep / "spm" / f"{split}.{lang}")
+            assert "\u2581" in pieces[0]
+            assert [post_process(p, "sentencepiece") for p in pieces] == lines(prep / "tok" / f"{split}.{lang}")
+
+
 # --------------------------------------------------------------------------- bad input
 
 def write_corpus(path, counts):

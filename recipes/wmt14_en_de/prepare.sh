@@ -107,7 +107,8 @@ if [ "$TOKENIZER" = bpe ]; then
   if [ ! -f "$SUB/codes" ]; then
     log "learning $BPE_MERGES joint BPE merges -> $SUB/codes"
     subword-nmt learn-joint-bpe-and-vocab --input "$PREP_DIR/clean/train.$SRC" "$PREP_DIR/clean/train.$TGT" \
-      -s "$BPE_MERGES" -o "$SUB/codes.tmp" --write-vocabulary "$SUB/vocab.$SRC.tmp" "$SUB/vocab.$TGT.tmp"
+      -s "$BPE_MERGES" -o "$SUB/codes.tmp" --write-vocabulary "$SUB/vocab.$SRC.tmp" "$SUB/vocab.$TGT.tmp" \
+      2>&1 | tr '\r' '\n' | grep -v '^ *$' | tail -n 1 >&2  # its progress bar, last state only
     mv -f "$SUB/vocab.$SRC.tmp" "$SUB/vocab.$SRC"; mv -f "$SUB/vocab.$TGT.tmp" "$SUB/vocab.$TGT"
     mv -f "$SUB/codes.tmp" "$SUB/codes"
   fi
