@@ -141,10 +141,11 @@ def plot(runs, out, loss_key="loss", title="Training curves"):
         ax.set_title(ylabel, fontsize=10)
         ax.grid(alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
+    height = fig.get_figheight()  # title and legend take a fixed height in inches
     fig.legend(handles, labels, loc="upper center", ncol=min(len(runs), 5), fontsize=9,
-               bbox_to_anchor=(0.5, 0.945), frameon=False)
-    fig.suptitle(title, fontsize=11, y=0.99)
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
+               bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
+    fig.suptitle(title, fontsize=11, y=1 - 0.03 / height)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
     tmp = out + ".tmp.png"
     fig.savefig(tmp, dpi=120)
     plt.close(fig)
