@@ -27,8 +27,8 @@ What is measured:
     /proc/self/clear_refs) before the largest batch and reads VmHWM from /proc/self/status
     after it: "peak" is the whole process's resident peak (Python, torch, weights, Adam state,
     activations), "over resting" is that peak minus the resident memory just before the batch
-    (activations, gradients, temporaries). tracemalloc does not see torch's allocations; RSS
-    does, allocator caching included, for both models alike. On CUDA the same two numbers
+    (activations, gradients, temporaries), after malloc_trim has handed freed heap back to the
+    OS. tracemalloc does not see torch's allocations; RSS does, for both models alike. On CUDA the same two numbers
     come from torch.cuda.max_memory_allocated and memory_allocated.
   * the rotation alone against additive sinusoidal positions on the same q and k (the largest
     training source batch), forward and forward + backward, and the rotation's estimated share
@@ -51,6 +51,7 @@ Ratios rope/baseline are printed last; --out-json and --out-md write everything.
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import platform
@@ -326,6 +327,8 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats()
             self.resting = torch.cuda.memory_allocated()
         else:
+            with contextlib.suppress(OSError, AttributeError):  # freed heap back to the OS, so that
+                ctypes.CDLL("libc.so.6").malloc_trim(0)  # "resting" counts live memory only
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")  # VmHWM := VmRSS
             self.resting = self._status("VmRSS")

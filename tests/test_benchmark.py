@@ -1,0 +1,70 @@
+"""Smoke tests of scripts/benchmark.py on a tiny model: it runs and writes its reports.
+No timed assertions: the numbers of a few steps on a tiny model mean nothing."""
+
+import json
+import os
+import subprocess
+import sys
+
+import torch
+from conftest import REPO
+
+SCRIPT = os.path.join(REPO, "scripts", "benchmark.py")
+TINY = ["--size", "tiny", "--vocab", "100", "--max-tokens", "128", "--mean-length", "8", "--max-length", "16",
+        "--train-batches", "2", "--gen-sentences", "4", "--gen-batch-size", "2", "--warmup", "1", "--repeats", "1"]
+
+
+def run(*flags, timeout=120):
+    done = subprocess.run([sys.executable, SCRIPT, *TINY, *flags], capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_cpu_run_writes_json_and_markdown(tmp_path):
+    out = run("--skip", "memory", "--out-json", str(tmp_path / "b.json"), "--out-md", str(tmp_path / "b.md"))
+    report = json.loads((tmp_path / "b.json").read_text())
+    for model in ("baseline", "rope"):
+        results = report["results"][model]
+        assert results["train_tokens_per_s"] > 0 and results["gen_sentences_per_s"] > 0 and results["train_tflops"] > 0
+        assert len(results["train_rounds_s"]) == 1 and "train_mfu" not in results  # no peak FLOP/s on a CPU
+    assert set(report["paired_ratios"]) >= {"train_tokens_per_s", "gen_sentences_per_s"}
+    assert set(report["targets"]) == {"train_tokens_per_s", "gen_sentences_per_s"}
+    assert report["targets"]["train_tokens_per_s"]["target"] == 0.97
+    rotation = report["rotation"]
+    assert rotation["rotary_forward_backward_ms"] > 0 and rotation["additive_forward_ms"] > 0
+    assert report["config"]["params"]["rope"] == report["config"]["params"]["baseline"]  # --share-all-embeddings
+    assert report["machine"]["torch"] == torch.__version__ and report["command"].startswith("python scripts/benchmark.py")
+    table = (tmp_path / "b.md").read_text()
+    assert "| training target tokens/s |" in table and "Command: `python scripts/benchmark.py" in table
+    ratios = out[out.index("ratios rope/baseline"):]  # printed last
+    assert "| training" not in ratios and "train_tokens_per_s" in ratios and "gen_sentences_per_s" in ratios
+
+
+def test_cuda_request_falls_back_to_cpu_with_its_dtype_and_mfu(tmp_path):
+    """Without a GPU, --device cuda runs the same code on the CPU: bf16 autocast in training,
+    bf16 weights in generation, MFU from --peak-tflops."""
+    run("--device", "cuda", "--dtype", "bf16", "--peak-tflops", "1", "--skip", "memory,rotation",
+        "--out-json", str(tmp_path / "b.json"))
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert report["config"]["requested_device"] == "cuda" and report["config"]["dtype"] == "bf16"
+    if not torch.cuda.is_available():
+        assert report["config"]["device"] == "cpu"
+    assert report["results"]["rope"]["train_mfu"] > 0 and report["results"]["rope"]["gen_sentences_per_s"] > 0
+
+
+def test_memory_probe_subprocess():
+    """The per-(model, phase) subprocess that measures peak memory."""
+    out = run("--probe", "train:rope")
+    probe = json.loads(out.split("PROBE ", 1)[1])
+    assert probe["peak"] > probe["over_resting"] > 0
+
+
+def test_peak_memory_sees_torch_allocations():
+    """The CPU method (VmHWM after resetting it) sees memory that torch allocates, which tracemalloc does not."""
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    from benchmark import PeakMemory
+
+    with PeakMemory("cpu") as mem:
+        x = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+        del x
+    assert mem.peak - mem.resting >= 60 * 2**20, (mem.peak, mem.resting)
