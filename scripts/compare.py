@@ -242,9 +242,11 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
     runs, first = res["runs"], res["runs"][0]
     sw = res["source_words"]
     lines = [f"## {title}", ""]
-    lines.append(f"- Test set: {'; '.join(test_sets) + ', ' if test_sets else ''}{res['sentences']} sentences "
-                 f"(source `{_show(src_path)}`, {sw['min']}-{sw['max']} words, mean {sw['mean']}; "
-                 f"reference `{_show(ref_path)}`).")
+    named = "; ".join(test_sets)
+    count = f"{res['sentences']} sentences"
+    what = (named if count in named else f"{named} ({count})") if named else count
+    lines.append(f"- Test set: {what}; source `{_show(src_path)}` ({sw['min']}-{sw['max']} words, mean {sw['mean']}), "
+                 f"reference `{_show(ref_path)}`.")
     lines.append("- Hypotheses: " + "; ".join(f"{n}: `{_show(p)}`" for n, p in hyp_paths) + ".")
     if train_max_words:
         lines.append(f"- Longest training source: {train_max_words} words; buckets marked *unseen* hold only "

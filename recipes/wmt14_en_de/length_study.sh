@@ -2,7 +2,7 @@
 # Length extrapolation on the offline sample: RoPE vs fairseq's sinusoidal Transformer, both
 # trained only on sample pairs whose English side has at most MAX_TRAIN_WORDS words, then tested
 # on a length-stratified test set whose buckets mostly hold longer sentences than any seen in
-# training. Offline, CPU; about 2x the time of one sample.sh model pair on the same machine.
+# training. Offline, CPU; about as long as sample.sh (the same models and number of updates).
 #
 #   MAX_TRAIN_WORDS  15: longest training source, in whitespace-separated English words
 #   BUCKETS          10,15,20,25,30,40: test buckets in source words (1-10, 11-15, ..., 31-40, 41+)
@@ -13,8 +13,7 @@
 #   OUT_DIR          where length_study.md and length_study.png go (default: $WORK_DIR);
 #                    OUT_DIR=docs regenerates the committed docs/length_study.{md,png}
 #   ARCHS            "transformer rope_transformer" (the first is the baseline of the comparison)
-#   MAX_UPDATE 500, SAVE_INTERVAL_UPDATES 25 (instead of sample.sh's 600 / 50, see below),
-#   PARALLEL_RUNS 2, THREADS_PER_RUN 1 (both models at once, one core each)
+#   MAX_UPDATE       1000 (pinned here, so that the study does not move with sample.sh's default)
 # Every knob of sample.sh (MODEL_ARGS, MAX_UPDATE, LR, ...) and of its steps applies. The corpus
 # is made by scripts/length_study_data.py, the comparison by scripts/compare.py. Re-running skips
 # finished stages; changing MAX_TRAIN_WORDS uses another WORK_DIR.
@@ -32,19 +31,14 @@ need_int TEST_SEED "$TEST_SEED" 0
 [[ "$BUCKETS" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BUCKETS must look like 10,15,20 (source words), got '$BUCKETS'"
 export WORK_DIR=${WORK_DIR_SET:-$REPO_ROOT/work/length_study_max$MAX_TRAIN_WORDS}
 export ARCHS=${ARCHS:-transformer rope_transformer}
-# fairseq writes no checkpoint_<epoch>_<update>.pt for an update that ends an epoch, and train.sh
-# passes --no-epoch-checkpoints: with the default study data an epoch is 30 updates, so 600 (and
-# every multiple of 150 with interval 50) would be lost. 500 / 25 loses only update 450.
-export MAX_UPDATE=${MAX_UPDATE:-500}
-export SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-25}
-export PARALLEL_RUNS=${PARALLEL_RUNS:-2}
-export THREADS_PER_RUN=${THREADS_PER_RUN:-1}
+export MAX_UPDATE=${MAX_UPDATE:-1000}
 OUT_DIR=${OUT_DIR:-$WORK_DIR}
 SAMPLE_DIR=$RECIPE_DIR/sample
 RAW=$WORK_DIR/raw
 start=$SECONDS
 
-settings="sample=$SAMPLE_DIR $(cd "$SAMPLE_DIR" && cksum train.en train.de valid.en valid.de | tr '\n' ' ')
+settings="sample=$SAMPLE_DIR $(cd "$SAMPLE_DIR" && cksum train.en train.de valid.en valid.de test.en | tr '\n' ' ')
+generator=$(cksum < "$SCRIPTS/make_sample_corpus.py")
 max_train_words=$MAX_TRAIN_WORDS buckets=$BUCKETS per_bucket=$PER_BUCKET test_seed=$TEST_SEED"
 if ! { [ -d "$RAW" ] && done_ok "$RAW" "$settings"; }; then
   log "building the study corpus in $RAW (train <= $MAX_TRAIN_WORDS words; test: $PER_BUCKET per bucket of $BUCKETS)"
@@ -65,7 +59,7 @@ max_update=$(sed -n 's/.* max_update=\([0-9]*\).*/\1/p' "$WORK_DIR/checkpoints/$
 model_note="Models: sample.sh's, $max_update updates, identical settings for every arch; \
 training pairs: $(line_count "$RAW/train.$SRC") of $(line_count "$SAMPLE_DIR/train.$SRC") sample pairs; \
 test set: make_sample_corpus.py seed $TEST_SEED, $PER_BUCKET sentences per bucket, none in the sample \
-(\`$RAW/README\`)."
+(\`${RAW#"$REPO_ROOT"/}/README\`)."
 results=()
 for arch in $ARCHS; do results+=(--result "$arch=$WORK_DIR/eval/$arch/result.json"); done
 mkdir -p "$OUT_DIR"

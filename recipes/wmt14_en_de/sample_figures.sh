@@ -31,7 +31,10 @@ for arch in $ARCHS; do
 done
 "$PYTHON" "$SCRIPTS/plot_training.py" "${logs[@]}" --out "$OUT_DIR/sample_curves.png" \
   --title "Offline sample: training curves (sample.sh)"
+first_arch=${ARCHS%% *}
+max_update=$(sed -n 's/.* max_update=\([0-9]*\).*/\1/p' "$WORK_DIR/checkpoints/$first_arch/.done")
 "$PYTHON" "$SCRIPTS/compare.py" --src "$RAW_DIR/test.$SRC" "${results[@]}" --buckets "$BUCKETS" \
+  --note "Models: sample.sh's, $max_update updates, identical settings for every arch; checkpoints: average of the last ${AVERAGE_LAST:-5}." \
   --title "Offline sample: quality by source length (sample.sh)" \
   --out-md "$OUT_DIR/sample_by_length.md" --out-png "$OUT_DIR/sample_by_length.png"
 log "figures in $OUT_DIR: sample_curves.png, sample_by_length.png (+ sample_by_length.md)"
