@@ -8,9 +8,9 @@ incremental state (``prev_key``, ``prev_value``, ``prev_key_padding_mask``), so 
 fairseq's own fast path hands the projections to ``F.multi_head_attention_forward``, which
 leaves no place to rotate q and k; here the projections are done in the open and q and k are
 rotated (eq. 34). Two paths, kept equal (outputs and gradients) by tests/test_speed_paths.py:
-  * fast (the default): one GEMM for q, k and v (the three weights stacked; separate GEMMs
-    while decoding one token), q and k rotated in one call as a complex product, attention by
-    ``F.scaled_dot_product_attention``;
+  * fast (the default): one GEMM for q, k and v (the three weights stacked; three GEMMs while
+    decoding one token at a time), q and k rotated in one call as a complex product, attention
+    by ``F.scaled_dot_product_attention``;
   * plain (``self.fast = False``, or whenever the caller asks for attention weights:
     ``need_weights``, ``before_softmax``): three projections, eq. 34 written out for q then k,
     and the score matrix formed explicitly.
@@ -102,9 +102,9 @@ class RotaryMultiheadAttention(MultiheadAttention):
         padding = self._full_padding_mask(saved.get("prev_key_padding_mask"), key_padding_mask, bsz, past, tgt_len, query.device)
 
         # eq. 34: rotate q and k by their positions, once; cached keys stay rotated
-        cos, sin = self._cos_sin(padding, past, tgt_len, query.dtype)  # T x (B or 1) x d/2
-        fused = not plain and incremental_state is None
-        q, k, v = self._project_and_rotate(query, cos, sin, fast=not plain, fused=fused)  # T x B x H x D each
+        cos, sin = self._cos_sin(padding, past, tgt_len, query.dtype)  # T x (B or 1) x 1 x d/2
+        one_gemm = incremental_state is None
+        q, k, v = self._project_and_rotate(query, cos, sin, fast=not plain, one_gemm=one_gemm)  # T x B x H x D each
         q, k, v = (x.permute(1, 2, 0, 3) for x in (q, k, v))  # B x H x T x D views
         if prev_key is not None:
             k = torch.cat([prev_key, k], dim=2)
@@ -114,7 +114,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
             self._set_input_buffer(incremental_state, saved)
 
         if plain:
-            return self._plain_attention(q, k, v, padding, attn_mask, before_softmax, need_head_weights)
+            return self._explicit_attention(q, k, v, padding, attn_mask, before_softmax, need_weights, need_head_weights)
         mask = self._sdpa_mask(padding, attn_mask, q.dtype)
         dropout_p = self.dropout_module.p if self.training or self.dropout_module.apply_during_inference else 0.0
         attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
@@ -122,26 +122,24 @@ class RotaryMultiheadAttention(MultiheadAttention):
 
     # -- projections -----------------------------------------------------------------
 
-    def _project_and_rotate(self, x: Tensor, cos: Tensor, sin: Tensor, fast: bool, fused: bool):
+    def _project_and_rotate(self, x: Tensor, cos: Tensor, sin: Tensor, fast: bool, one_gemm: bool):
         """q, k, v (T x B x H x D) of x (T x B x C), q and k rotated (eq. 34).
 
-        fused: one GEMM with the three weights stacked (their copy pays off over many tokens,
-        not for one), then q and k rotated in one call. fast: the rotation as a complex product
-        where it applies. The parameters stay fairseq's q_proj, k_proj, v_proj; quant-noise
-        hooks on them rule out the fused GEMM, which would bypass them."""
+        one_gemm (fast path, many tokens): one GEMM with the three weights stacked, then q and k
+        rotated in one call. Otherwise three projections (decoding one token, the weights' copy
+        would not pay off; or quant-noise hooks on q_proj/k_proj/v_proj, which the stacked GEMM
+        would bypass), q rotated, then k. fast: rotations as complex products where they apply."""
         T, B, _ = x.shape
         H, D = self.num_heads, self.head_dim
         projections = (self.q_proj, self.k_proj, self.v_proj)
-        if fused and not any(p._forward_pre_hooks or p._forward_hooks for p in projections):
+        if fast and one_gemm and not any(p._forward_pre_hooks or p._forward_hooks for p in projections):
             weight = torch.cat([p.weight for p in projections])
             bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
             # split/unbind, not indexing: their backward is one cat/stack, not zero-filled copies
             qk, v = F.linear(x, weight, bias).view(T, B, 3, H, D).split([2, 1], dim=2)
-            cos, sin = cos[:, :, None, None], sin[:, :, None, None]  # broadcast over q/k and heads
-            q, k = self.rotary.rotate(qk, cos, sin, fast=fast).unbind(2)
+            q, k = self.rotary.rotate(qk, cos.unsqueeze(2), sin.unsqueeze(2), fast=True).unbind(2)  # over q and k
             return q, k, v.squeeze(2)
         q, k, v = (p(x).view(T, B, H, D) for p in projections)
-        cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # broadcast over heads
         return self.rotary.rotate(q, cos, sin, fast=fast), self.rotary.rotate(k, cos, sin, fast=fast), v
 
     # -- positions -------------------------------------------------------------------
@@ -158,13 +156,14 @@ class RotaryMultiheadAttention(MultiheadAttention):
         return torch.cat([prev_mask.bool(), mask.bool()], dim=1)
 
     def _cos_sin(self, padding: Optional[Tensor], past: int, tgt_len: int, dtype: torch.dtype):
-        """cos/sin for the new tokens, T x B x d/2, or T x 1 x d/2 when shared by the batch."""
+        """cos/sin for the new tokens, T x B x 1 x d/2 (1: broadcast over heads), or T x 1 x 1 x d/2
+        when shared by the batch."""
         if padding is None:  # positions past .. past+T-1 for every sentence
             cos, sin = self.rotary.cos_sin_range(past, past + tgt_len, dtype)
-            return cos.unsqueeze(1), sin.unsqueeze(1)
+            return cos[:, None, None], sin[:, None, None]
         # the number of real tokens before each token; padding itself gets 0 (it is masked)
         positions = ((~padding).cumsum(dim=1) - 1).clamp(min=0)[:, past:]
-        return self.rotary.cos_sin(positions.t(), dtype, bound=past + tgt_len)
+        return self.rotary.cos_sin(positions.t().unsqueeze(-1), dtype, bound=past + tgt_len)
 
     # -- attention -------------------------------------------------------------------
 
@@ -180,7 +179,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
             return attn_mask
         return attn_mask.masked_fill(padding[:, None, None, :], float("-inf"))
 
-    def _plain_attention(self, q, k, v, padding, attn_mask, before_softmax, need_head_weights):
+    def _explicit_attention(self, q, k, v, padding, attn_mask, before_softmax, need_weights, need_head_weights):
         """softmax(q k^T / sqrt(d)) v written out, for callers that want the weights."""
         bsz, H, tgt_len, D = q.shape
         src_len = k.size(2)
@@ -196,8 +195,9 @@ class RotaryMultiheadAttention(MultiheadAttention):
             return scores.reshape(bsz * H, tgt_len, src_len), v.reshape(bsz * H, src_len, D)
         weights = F.softmax(scores, dim=-1, dtype=torch.float32).type_as(scores)
         attn = torch.matmul(self.dropout_module(weights), v)
-        weights = weights.transpose(0, 1) if need_head_weights else weights.mean(dim=1)
-        return self._merge_heads(attn), weights
+        if need_weights:
+            weights = weights.transpose(0, 1) if need_head_weights else weights.mean(dim=1)
+        return self._merge_heads(attn), weights if need_weights else None
 
     def _merge_heads(self, attn: Tensor) -> Tensor:  # B x H x T x D -> T x B x C
         bsz, H, tgt_len, D = attn.shape

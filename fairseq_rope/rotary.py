@@ -119,11 +119,12 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: 
 
 def complex_applies(x: torch.Tensor, cos: torch.Tensor, layout: str) -> bool:
     """Whether :func:`apply_rotary_complex` can rotate ``x``: interleaved pairs, every channel
-    rotated, a real dtype with a complex counterpart, pairs adjacent in memory."""
+    rotated, a real dtype with a complex counterpart (cos/sin's too), pairs adjacent in memory."""
     return (
         layout == "interleaved"
         and x.size(-1) == 2 * cos.size(-1)
         and x.dtype in (torch.float32, torch.float64)
+        and cos.dtype == x.dtype
         and x.stride(-1) == 1
         and x.storage_offset() % 2 == 0
         and all(stride % 2 == 0 for stride in x.stride()[:-1])
@@ -133,5 +134,5 @@ def complex_applies(x: torch.Tensor, cos: torch.Tensor, layout: str) -> bool:
 def apply_rotary_complex(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Eq. 34 for the interleaved layout as (x_{2i-1} + i x_{2i}) * (cos + i sin), a view of ``x``
     as complex numbers times e^{i m theta}: the same values as :func:`apply_rotary`."""
-    rotation = torch.complex(cos.to(x.dtype), sin.to(x.dtype))
+    rotation = torch.complex(cos, sin)
     return torch.view_as_real(torch.view_as_complex(x.unflatten(-1, (-1, 2))) * rotation).flatten(-2)

@@ -398,7 +398,7 @@ def rotation_microbench(rope, batches, args, repeats=20):
 
     def rotary(fast):
         cos, sin = attn._cos_sin(padding, 0, T, dtype)
-        return attn.rotary.rotate(qk, cos[:, :, None, None], sin[:, :, None, None], fast=fast)
+        return attn.rotary.rotate(qk, cos.unsqueeze(2), sin.unsqueeze(2), fast=fast)
 
     def additive():
         return qk + sinusoidal(tokens).to(dtype).transpose(0, 1).view(T, B, 1, H, D)

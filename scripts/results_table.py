@@ -14,6 +14,15 @@ import os
 import sys
 
 
+def short_path(path):
+    """``path`` relative to the current directory when it lies below it."""
+    if path and os.path.isabs(path):
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            return rel
+    return path
+
+
 def render(results):
     lines = [
         "| Run | Architecture | BLEU (tokenized, compound-split; paper convention) | sacreBLEU | Sentences | Checkpoint |",
@@ -21,7 +30,7 @@ def render(results):
     ]
     for r in results:
         lines.append(f"| {r.get('run_name') or r.get('arch', '?')} | {r.get('arch', '?')} | {r['tokenized_bleu']:.2f} "
-                     f"| {r['sacrebleu']:.2f} | {r['n_sentences']} | {r.get('checkpoint', '')} |")
+                     f"| {r['sacrebleu']:.2f} | {r['n_sentences']} | {short_path(r.get('checkpoint', ''))} |")
     notes = sorted({(r.get("sacrebleu_signature", ""), r.get("test_set", "")) for r in results})
     lines.append("")
     for signature, test_set in notes:

@@ -65,15 +65,17 @@ def lines(path):
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory):
-    """run.sh once for the RoPE arch and the baseline: tiny corpus, tiny model, 4 updates each."""
+    """sample.sh (-> run.sh -> every step) once for RoPE and the baseline: tiny corpus and model, 4 updates."""
     base = tmp_path_factory.mktemp("recipe")
     raw = make_corpus(base / "raw", train=300)
-    env = recipe_env(base / "work", RAW_DIR=raw, ARCHS="rope_transformer transformer", PARALLEL_RUNS=2,
-                     BPE_MERGES=150, MAX_UPDATE=4, SAVE_INTERVAL_UPDATES=2, AVERAGE_LAST=2, WARMUP_UPDATES=2,
-                     LR=1e-3, TOKENS_PER_UPDATE=1500, MAX_TOKENS_PER_GPU=1500, LOG_INTERVAL=1,
-                     EXTRA_TRAIN_ARGS=TINY_MODEL, GEN_MAX_TOKENS=2000)
+    env = recipe_env(base / "work", RAW_DIR=raw, MODEL_ARGS=TINY_MODEL, BPE_MERGES=150, MAX_UPDATE=4,
+                     SAVE_INTERVAL_UPDATES=2, AVERAGE_LAST=2, WARMUP_UPDATES=2, LR=1e-3, TOKENS_PER_UPDATE=1500,
+                     MAX_TOKENS_PER_GPU=1500, LOG_INTERVAL=1, GEN_MAX_TOKENS=2000)
     start = time.time()
-    proc = step("run.sh", env)
+    proc = step("sample.sh", env)
+    assert f"offline sample: corpus {raw}, work dir {base / 'work'}, archs: rope_transformer transformer" in proc.stderr
+    assert "running up to 2 architectures at once" in proc.stderr
+    env.update(ARCHS="rope_transformer transformer", EXTRA_TRAIN_ARGS=TINY_MODEL)
     return dict(work=base / "work", raw=raw, env=env, proc=proc, seconds=time.time() - start)
 
 
@@ -191,23 +193,31 @@ def test_missing_file_tool_and_bad_knob_are_named(tmp_path):
 
 
 def test_interrupted_prepare_leaves_no_partial_output_and_rerun_finishes(tmp_path):
-    raw = make_corpus(tmp_path / "raw", train=1500, valid=10, test=10)
+    sizes = {"train": 6000, "valid": 10, "test": 10}
+    raw = make_corpus(tmp_path / "raw", **sizes)
     env = recipe_env(tmp_path / "work", RAW_DIR=raw, BPE_MERGES=100, WORKERS=1)
     tok = tmp_path / "work" / "prep" / "tok"
     proc = subprocess.Popen(["bash", os.path.join(RECIPE, "prepare.sh")], env=env, cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 120
-    while not (tok / "train.en.tmp").exists() or (tok / "train.en.tmp").stat().st_size == 0:
+    # kill while a training file is being tokenized: six files of 6,000 lines, each seconds long
+    while not (tok.is_dir() and any(p.name.startswith("train.") for p in tok.glob("*.tmp"))):
         assert proc.poll() is None, "prepare.sh ended before it could be interrupted"
         assert time.time() < deadline, "prepare.sh never started tokenizing"
-        time.sleep(0.05)
+        time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)  # as hard as a power cut
     proc.wait()
-    assert not (tok / "train.en").exists(), "a half-written output carries the final name"
+    partial = [p for p in tok.glob("*.tmp")]
+    assert partial, "killed between files: nothing was interrupted"
+    for p in partial:
+        assert not (tok / p.stem).exists(), f"{p} was being written, yet {p.stem} carries the final name"
+    for p in tok.iterdir():  # whatever carries a final name is complete
+        if p.suffix != ".tmp":
+            assert len(lines(p)) == sizes[p.name.split(".")[0]], p
     assert not (tmp_path / "work" / "data-bin").exists()
     proc = step("prepare.sh", env)
     assert "tokenizing" in proc.stderr
-    for split, n in (("train", 1500), ("valid", 10), ("test", 10)):
+    for split, n in sizes.items():
         for lang in ("en", "de"):
             assert len(lines(tok / f"{split}.{lang}")) == n
     assert (tmp_path / "work" / "prep" / ".done").exists()

@@ -12,7 +12,7 @@
 #   MODEL_ARGS        2+2 layers, dimension 128, FFN 512, 4 heads (given to both archs via EXTRA_TRAIN_ARGS)
 #   PARALLEL_RUNS     2: both models train at the same time, THREADS_PER_RUN=1 thread each
 #   BPE_MERGES        1000 (the sample has ~1.1k English and ~1.9k German word types)
-#   MAX_UPDATE 1000 updates of TOKENS_PER_UPDATE 2000 target tokens (~5 epochs), LR 2e-3,
+#   MAX_UPDATE 800 updates of TOKENS_PER_UPDATE 2000 target tokens (~4 epochs), LR 2e-3,
 #   WARMUP_UPDATES 200, SAVE_INTERVAL_UPDATES 50 (so the 5 averaged checkpoints are the last 250
 #   updates), LOG_INTERVAL 50. Small batches and many updates learn far more per CPU-second here
 #   than the paper's 25k-token batches.
@@ -28,9 +28,9 @@ export PARALLEL_RUNS=${PARALLEL_RUNS:-2}
 export THREADS_PER_RUN=${THREADS_PER_RUN:-1}
 MODEL_ARGS=${MODEL_ARGS:---encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 128 --decoder-embed-dim 128 \
 --encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512 --encoder-attention-heads 4 --decoder-attention-heads 4}
-export EXTRA_TRAIN_ARGS="$MODEL_ARGS ${EXTRA_TRAIN_ARGS:-}"
+export EXTRA_TRAIN_ARGS="$MODEL_ARGS${EXTRA_TRAIN_ARGS:+ $EXTRA_TRAIN_ARGS}"
 export BPE_MERGES=${BPE_MERGES:-1000}
-export MAX_UPDATE=${MAX_UPDATE:-1000}
+export MAX_UPDATE=${MAX_UPDATE:-800}
 export LR=${LR:-2e-3}
 export WARMUP_UPDATES=${WARMUP_UPDATES:-200}
 export TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-2000}
