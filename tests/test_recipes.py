@@ -137,6 +137,30 @@ def test_rerun_skips_and_training_resumes(recipe):
     assert "checkpoint_1_6.pt" in proc.stderr
 
 
+def updates_per_epoch(data_bin, max_tokens):
+    """fairseq's own count of the batches in one epoch of the training set."""
+    from fairseq import options, tasks
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data_bin), "--task", "translation", "--arch", "transformer", "--max-tokens", str(max_tokens)])
+    task = tasks.setup_task(args)
+    task.load_dataset("train")
+    return len(task.get_batch_iterator(task.dataset("train"), max_tokens=max_tokens, max_positions=(1024, 1024),
+                                       required_batch_size_multiple=8).next_epoch_itr(shuffle=False))
+
+
+def test_last_update_ending_an_epoch_is_saved_for_averaging(recipe):
+    # fairseq saves an update that ends an epoch only as checkpoint_last.pt; train.sh names a copy
+    n = updates_per_epoch(recipe["work"] / "data-bin", 1500)
+    env = dict(recipe["env"], ARCH="transformer", RUN_NAME="epoch_end", MAX_UPDATE=str(n),
+               SAVE_INTERVAL_UPDATES=str(n), AVERAGE_LAST="1")
+    proc = step("train.sh", env)
+    assert f"update {n} ended an epoch" in proc.stderr, proc.stderr[-2000:]
+    save = recipe["work"] / "checkpoints" / "epoch_end"
+    assert (save / f"checkpoint_1_{n}.pt").exists()
+    proc = step("average.sh", env)
+    assert f"checkpoint_1_{n}.pt" in proc.stderr
+
+
 def test_prepare_with_sentencepiece(tmp_path):
     """TOKENIZER=spm: a joint model, pieces that fairseq's --remove-bpe sentencepiece turns back into the text."""
     from fairseq.data.data_utils import post_process

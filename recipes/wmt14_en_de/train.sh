@@ -129,7 +129,22 @@ rm -f "$SAVE_DIR/.done"
 if [ -f "$SAVE_DIR/checkpoint_last.pt" ]; then log "  resuming from $SAVE_DIR/checkpoint_last.pt"; fi
 echo "# $(date '+%F %T') ${launch[*]} ${args[*]}" >> "$SAVE_DIR/train.log"
 "${launch[@]}" "${args[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"
-ls "$SAVE_DIR"/checkpoint_*_"$MAX_UPDATE".pt >/dev/null 2>&1 || [ "$(( MAX_UPDATE % SAVE_INTERVAL_UPDATES ))" -ne 0 ] \
-  || die "fairseq-train ended without reaching update $MAX_UPDATE (no checkpoint_*_$MAX_UPDATE.pt in $SAVE_DIR); see $SAVE_DIR/train.log"
+# fairseq writes no checkpoint_<epoch>_<update>.pt for an update that ends an epoch (only
+# checkpoint_last.pt, with --no-epoch-checkpoints): when the last update ends an epoch, name a
+# copy of checkpoint_last.pt so that average.sh finds the final weights among the last ones.
+if [ "$(( MAX_UPDATE % SAVE_INTERVAL_UPDATES ))" -eq 0 ] && ! ls "$SAVE_DIR"/checkpoint_*_"$MAX_UPDATE".pt >/dev/null 2>&1; then
+  final=$("$PYTHON" - "$SAVE_DIR/checkpoint_last.pt" "$MAX_UPDATE" <<'PY'
+import sys
+from fairseq_rope.checkpoints import load_checkpoint
+state = load_checkpoint(sys.argv[1])
+updates, itr = state["optimizer_history"][-1]["num_updates"], state["extra_state"]["train_iterator"]
+epoch = itr["epoch"] - 1 if itr["iterations_in_epoch"] == 0 else itr["epoch"]  # saved after its end
+print(f"checkpoint_{epoch}_{updates}.pt" if updates == int(sys.argv[2]) else "")
+PY
+  ) || die "could not read $SAVE_DIR/checkpoint_last.pt"
+  [ -n "$final" ] || die "fairseq-train ended without reaching update $MAX_UPDATE (no checkpoint_*_$MAX_UPDATE.pt in $SAVE_DIR); see $SAVE_DIR/train.log"
+  cp "$SAVE_DIR/checkpoint_last.pt" "$SAVE_DIR/$final.tmp" && mv -f "$SAVE_DIR/$final.tmp" "$SAVE_DIR/$final"
+  log "  update $MAX_UPDATE ended an epoch, which fairseq saves only as checkpoint_last.pt: copied to $SAVE_DIR/$final"
+fi
 mark_done "$SAVE_DIR" "$SETTINGS"
 log "$RUN_NAME trained: $SAVE_DIR"
