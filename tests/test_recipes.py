@@ -104,6 +104,26 @@ def test_recipe_gives_a_result_for_rope_and_baseline(recipe):
     assert rope_cmd.replace("rope_transformer", "transformer") == base_cmd
 
 
+def test_python_api_loads_the_averaged_checkpoint(recipe):
+    from fairseq_rope.hub import load_translator
+
+    work = recipe["work"]
+    mt = load_translator(work / "checkpoints" / "rope_transformer", work / "data-bin",
+                         checkpoint_file="checkpoint_avg_last2.pt", bpe_codes=work / "prep" / "bpe" / "codes")
+    sources = lines(recipe["raw"] / "test.en")[:3]
+    interactive = os.path.join(os.path.dirname(sys.executable), "fairseq-interactive")
+    out = subprocess.run(
+        [interactive, str(work / "data-bin"), "--user-dir", os.path.join(REPO, "fairseq_rope"), "--cpu",
+         "--path", str(work / "checkpoints" / "rope_transformer" / "checkpoint_avg_last2.pt"),
+         "--beam", "4", "--lenpen", "0.6", "--source-lang", "en", "--target-lang", "de", "--tokenizer", "moses",
+         "--bpe", "subword_nmt", "--bpe-codes", str(work / "prep" / "bpe" / "codes"),
+         "--max-len-a", "1.2", "--max-len-b", "10", "--buffer-size", "3", "--batch-size", "3"],  # one batch, as the API
+        input="\n".join(sources) + "\n", capture_output=True, text=True, env=recipe["env"], check=True)
+    expected = [line.split("\t")[2] for line in out.stdout.splitlines() if line.startswith("D-")]
+    assert len(expected) == 3
+    assert mt.translate(sources) == expected
+
+
 def test_train_dry_run_computes_tokens_per_update(recipe):
     # the paper's defaults: nothing but the data and the GPU count is set
     env = recipe_env(recipe["work"], DRY_RUN=1)
