@@ -25,6 +25,8 @@ import json
 import os
 import sys
 
+from plot_training import save_figure  # the same title/legend band and atomic PNG write
+
 PROG = "compare.py"
 
 
@@ -325,16 +327,7 @@ def render_png(res, path, title, train_max_words=None):
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
         ax.set_title(f"{ylabel} by source length", fontsize=10)
-    handles, legend_labels = axes[0].get_legend_handles_labels()
-    height = fig.get_figheight()  # title and legend take a fixed height in inches
-    fig.legend(handles, legend_labels, loc="upper center", ncol=min(len(runs), 4), fontsize=9,
-               bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
-    fig.suptitle(title, fontsize=11, y=1 - 0.03 / height)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, axes[0], title, min(len(runs), 4), path)
 
 
 def write_text(path, text):

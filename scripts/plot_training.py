@@ -140,16 +140,24 @@ def plot(runs, out, loss_key="loss", title="Training curves"):
         ax.set_xlabel("updates")
         ax.set_title(ylabel, fontsize=10)
         ax.grid(alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
+    save_figure(fig, axes[0], title, min(len(runs), 5), out)
+
+
+def save_figure(fig, legend_axes, title, ncol, path):
+    """Title and legend (of ``legend_axes``' series) in a band of fixed height above the panels,
+    then the PNG written atomically and the figure closed. Shared with compare.py."""
+    import matplotlib.pyplot as plt
+
+    handles, labels = legend_axes.get_legend_handles_labels()
     height = fig.get_figheight()  # title and legend take a fixed height in inches
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(runs), 5), fontsize=9,
+    fig.legend(handles, labels, loc="upper center", ncol=ncol, fontsize=9,
                bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
     fig.suptitle(title, fontsize=11, y=1 - 0.03 / height)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
-    tmp = out + ".tmp.png"
+    tmp = path + ".tmp.png"
     fig.savefig(tmp, dpi=120)
     plt.close(fig)
-    os.replace(tmp, out)
+    os.replace(tmp, path)
 
 
 def main(argv=None):
