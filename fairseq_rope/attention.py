@@ -7,20 +7,22 @@ incremental state (``prev_key``, ``prev_value``, ``prev_key_padding_mask``), so 
 
 fairseq's own fast path hands the projections to ``F.multi_head_attention_forward``, which
 leaves no place to rotate q and k; here the projections are done in the open and q and k are
-rotated (eq. 34). Two paths, kept equal (outputs and gradients) by tests/test_speed_paths.py:
+rotated (eq. 34) in the dtype the projections give (float16/bfloat16 under autocast). Two paths,
+kept equal (outputs and gradients) by tests/test_speed_paths.py:
   * fast (the default): one GEMM for q, k and v (the three weights stacked; three GEMMs while
-    decoding one token at a time), q and k rotated in one call as a complex product, attention
-    by ``F.scaled_dot_product_attention``;
+    decoding one token at a time), q and k rotated in one call (a complex product in float32),
+    attention by ``F.scaled_dot_product_attention`` with no mask where nothing is masked and
+    ``is_causal=True`` for fairseq's future mask on an unpadded batch, so that its Flash and
+    memory-efficient kernels stay eligible;
   * plain (``self.fast = False``, or whenever the caller asks for attention weights:
-    ``need_weights``, ``before_softmax``): three projections, eq. 34 written out for q then k,
-    and the score matrix formed explicitly.
+    ``need_weights``, ``before_softmax``): three projections, q then k rotated, and the score
+    matrix formed explicitly.
 
-Positions (what m and n are in eq. 16):
-  * a token's position is the number of real (non-padding) tokens before it in its
-    sentence, so left-padded source batches rotate every sentence from 0;
-  * while decoding incrementally the new token's position continues after the cached
-    keys, which are cached already rotated; beam reordering is fairseq's
-    ``reorder_incremental_state`` on those buffers.
+Positions (what m and n are in eq. 16): the slot index, 0 .. T-1 along the time axis; while
+decoding incrementally the new token continues after the cached keys, which are cached already
+rotated (beam reordering is fairseq's ``reorder_incremental_state`` on those buffers). Scores
+depend on m - n only and padding is masked, so a left-padded sentence attends exactly as it
+would alone: shifting all its positions by the number of pads changes no score.
 """
 
 from typing import Dict, Optional, Tuple
@@ -31,6 +33,31 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
 from .rotary import RotaryEmbedding
+
+
+def is_future_mask(attn_mask: Tensor, tgt_len: int, past: int) -> bool:
+    """Whether ``attn_mask`` is fairseq's future mask over T fresh tokens (0 or False on and below
+    the diagonal, -inf or True above): the mask SDPA applies itself with ``is_causal=True``.
+
+    fairseq's decoder gives every layer a top-left [:T, :T] view of one cached square buffer. The
+    buffer is read once (on a GPU, a device sync) and marked as checked together with its version
+    counter, so that later views of it are recognised without reading it again."""
+    if past or attn_mask.shape != (tgt_len, tgt_len):
+        return False
+    base = attn_mask if attn_mask._base is None else attn_mask._base
+    if (base.dim() != 2 or base.size(0) != base.size(1)
+            or attn_mask.storage_offset() != base.storage_offset() or attn_mask.stride() != base.stride()):
+        return False
+    if getattr(base, "_rope_future_mask_version", None) == base._version:
+        return True
+    above = torch.ones(base.shape, dtype=torch.bool, device=base.device).triu(1)
+    if base.dtype == torch.bool:
+        causal = torch.equal(base, above)
+    else:
+        causal = torch.equal(base.isneginf(), above) and not base.masked_fill(above, 0).any()
+    if causal:
+        base._rope_future_mask_version = base._version
+    return causal
 
 
 class RotaryMultiheadAttention(MultiheadAttention):
@@ -101,11 +128,9 @@ class RotaryMultiheadAttention(MultiheadAttention):
         past = 0 if prev_key is None else prev_key.size(2)
         padding = self._full_padding_mask(saved.get("prev_key_padding_mask"), key_padding_mask, bsz, past, tgt_len, query.device)
 
-        # eq. 34: rotate q and k by their positions, once; cached keys stay rotated
-        cos, sin = self._cos_sin(padding, past, tgt_len, query.dtype)  # T x (B or 1) x 1 x d/2
-        one_gemm = incremental_state is None
-        q, k, v = self._project_and_rotate(query, cos, sin, fast=not plain, one_gemm=one_gemm)  # T x B x H x D each
-        q, k, v = (x.permute(1, 2, 0, 3) for x in (q, k, v))  # B x H x T x D views
+        # eq. 34: q and k rotated by their positions past .. past+T-1, once; cached keys stay rotated
+        q, k, v = self._project_and_rotate(query, past, fast=not plain, one_gemm=incremental_state is None)
+        q, k, v = (x.permute(1, 2, 0, 3) for x in (q, k, v))  # T x B x H x D -> B x H x T x D views
         if prev_key is not None:
             k = torch.cat([prev_key, k], dim=2)
             v = torch.cat([prev_value, v], dim=2)
@@ -115,15 +140,16 @@ class RotaryMultiheadAttention(MultiheadAttention):
 
         if plain:
             return self._explicit_attention(q, k, v, padding, attn_mask, before_softmax, need_weights, need_head_weights)
-        mask = self._sdpa_mask(padding, attn_mask, q.dtype)
+        mask, is_causal = self._sdpa_mask(padding, attn_mask, past, tgt_len, q.dtype)
         dropout_p = self.dropout_module.p if self.training or self.dropout_module.apply_during_inference else 0.0
-        attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
         return self._merge_heads(attn), None
 
     # -- projections -----------------------------------------------------------------
 
-    def _project_and_rotate(self, x: Tensor, cos: Tensor, sin: Tensor, fast: bool, one_gemm: bool):
-        """q, k, v (T x B x H x D) of x (T x B x C), q and k rotated (eq. 34).
+    def _project_and_rotate(self, x: Tensor, past: int, fast: bool, one_gemm: bool):
+        """q, k, v (T x B x H x D) of x (T x B x C), q and k rotated (eq. 34) by positions
+        past .. past+T-1, in the dtype the projections produce (float16/bfloat16 under autocast).
 
         one_gemm (fast path, many tokens): one GEMM with the three weights stacked, then q and k
         rotated in one call. Otherwise three projections (decoding one token, the weights' copy
@@ -137,12 +163,14 @@ class RotaryMultiheadAttention(MultiheadAttention):
             bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
             # split/unbind, not indexing: their backward is one cat/stack, not zero-filled copies
             qk, v = F.linear(x, weight, bias).view(T, B, 3, H, D).split([2, 1], dim=2)
-            q, k = self.rotary.rotate(qk, cos.unsqueeze(2), sin.unsqueeze(2), fast=True).unbind(2)  # over q and k
+            cos, sin = (row[:, None, None, None] for row in self.rotary.cos_sin(past, past + T, qk.dtype))
+            q, k = self.rotary.rotate(qk, cos, sin, fast=True).unbind(2)  # over q and k
             return q, k, v.squeeze(2)
         q, k, v = (p(x).view(T, B, H, D) for p in projections)
+        cos, sin = (row[:, None, None] for row in self.rotary.cos_sin(past, past + T, q.dtype))
         return self.rotary.rotate(q, cos, sin, fast=fast), self.rotary.rotate(k, cos, sin, fast=fast), v
 
-    # -- positions -------------------------------------------------------------------
+    # -- masks -----------------------------------------------------------------------
 
     @staticmethod
     def _full_padding_mask(prev_mask, mask, bsz, past, tgt_len, device) -> Optional[Tensor]:
@@ -155,29 +183,22 @@ class RotaryMultiheadAttention(MultiheadAttention):
             mask = torch.zeros(bsz, tgt_len, dtype=torch.bool, device=device)
         return torch.cat([prev_mask.bool(), mask.bool()], dim=1)
 
-    def _cos_sin(self, padding: Optional[Tensor], past: int, tgt_len: int, dtype: torch.dtype):
-        """cos/sin for the new tokens, T x B x 1 x d/2 (1: broadcast over heads), or T x 1 x 1 x d/2
-        when shared by the batch."""
-        if padding is None:  # positions past .. past+T-1 for every sentence
-            cos, sin = self.rotary.cos_sin_range(past, past + tgt_len, dtype)
-            return cos[:, None, None], sin[:, None, None]
-        # the number of real tokens before each token; padding itself gets 0 (it is masked)
-        positions = ((~padding).cumsum(dim=1) - 1).clamp(min=0)[:, past:]
-        return self.rotary.cos_sin(positions.t().unsqueeze(-1), dtype, bound=past + tgt_len)
-
-    # -- attention -------------------------------------------------------------------
-
-    @staticmethod
-    def _sdpa_mask(padding: Optional[Tensor], attn_mask: Optional[Tensor], dtype) -> Optional[Tensor]:
-        """One mask for scaled_dot_product_attention: bool (True = attend) or additive float."""
+    def _sdpa_mask(self, padding, attn_mask, past, tgt_len, dtype) -> Tuple[Optional[Tensor], bool]:
+        """(attn_mask, is_causal) for scaled_dot_product_attention: no mask where nothing is masked,
+        is_causal for fairseq's future mask on an unpadded batch (so that the Flash and
+        memory-efficient kernels stay eligible), one explicit mask otherwise (bool: True = attend,
+        or additive float)."""
         if attn_mask is None:
-            return None if padding is None else ~padding[:, None, None, :]
+            return (None if padding is None else ~padding[:, None, None, :]), False
+        if padding is None and is_future_mask(attn_mask, tgt_len, past):
+            return None, True
         if attn_mask.dtype == torch.bool:  # fairseq's bool masks mark what is *not* attended
-            attn_mask = torch.zeros(attn_mask.shape, dtype=dtype, device=attn_mask.device).masked_fill(attn_mask, float("-inf"))
+            blocked = attn_mask if padding is None else attn_mask | padding[:, None, None, :]
+            return ~blocked, False
         attn_mask = attn_mask.to(dtype)
         if padding is None:
-            return attn_mask
-        return attn_mask.masked_fill(padding[:, None, None, :], float("-inf"))
+            return attn_mask, False
+        return attn_mask.masked_fill(padding[:, None, None, :], float("-inf")), False
 
     def _explicit_attention(self, q, k, v, padding, attn_mask, before_softmax, need_weights, need_head_weights):
         """softmax(q k^T / sqrt(d)) v written out, for callers that want the weights."""

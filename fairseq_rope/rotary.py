@@ -6,7 +6,14 @@ A query or key x at position m is rotated pair by pair:
                            x_{2i-1} sin m*theta_i + x_{2i} cos m*theta_i),
     theta_i = base^(-2(i-1)/d),  i = 1 .. d/2,
 
-so that <R_m q, R_n k> depends on m - n only (eq. 16).
+so that <R_m q, R_n k> depends on m - n only (eq. 16). Eq. 34 writes the same rotation with two
+element-wise products, which is how it is computed here:
+
+    R_m x = x * cos(m theta) + swap(x) * sin(m theta),   swap(x) = (-x_2, x_1, -x_4, x_3, ...),
+
+with cos and sin repeated for both channels of a pair. The cache holds, per position m, that
+``cos`` row and the ``sin`` row with swap's signs folded in, so a rotation is one copy (swap
+without signs) and two fused multiply-adds, in any dtype.
 
 Two pairings of the d dimensions are supported:
   * "interleaved": pairs (0,1), (2,3), ... exactly as in eq. 15 and 34 of the paper;
@@ -14,18 +21,17 @@ Two pairings of the d dimensions are supported:
 They differ by a fixed permutation of the head dimensions, so a model trained with one
 can be converted to the other by permuting the rows of its q/k projections.
 
-Two implementations of the same rotation: :func:`apply_rotary` writes eq. 34 out (the reference,
-any layout and dtype); :func:`apply_rotary_complex` is eq. 34 as one complex product
-x * e^{i m theta} over adjacent pairs (the interleaved layout, float32/float64), one kernel
-forward and one backward instead of about eight. The attention's fast path uses the latter where
-it applies; the tests check that both agree, values and gradients.
+Two implementations of the same rotation: :func:`apply_rotary` is eq. 34 (any layout and dtype);
+:func:`apply_rotary_complex` is eq. 34 as one complex product x * e^{i m theta} over adjacent
+pairs (interleaved layout, float32/float64 only: there is no complex bfloat16), one kernel forward
+and one backward, the fastest form on CPUs. The tests check that both agree, values and gradients.
 
 Angles m*theta_i are computed in float64 from integer positions, whatever the dtype of the
-model (a float16 m*theta is off by whole radians at long positions); cos/sin are cached in
-the module's dtype and device, grow on demand and are never saved in a state dict.
+model (a float16 m*theta is off by whole radians at long positions), then cast once to the
+cache's dtype; callers cast the rows they use to the dtype of their q and k (under autocast the
+module stays float32 while q and k are float16/bfloat16). The cache grows on demand and is
+never saved in a state dict.
 """
-
-from typing import Optional
 
 import torch
 from torch import nn
@@ -51,10 +57,10 @@ class RotaryEmbedding(nn.Module):
         if layout not in LAYOUTS:
             raise ValueError(f"rotary layout must be one of {LAYOUTS}, got {layout!r}")
         self.dim, self.theta, self.layout = dim, float(theta), layout
-        # cos/sin of m*theta_i for m < len(cache): buffers so that .to()/.half()/.cuda()
-        # move them, non-persistent so that checkpoints never carry them.
-        self.register_buffer("cos_cached", torch.empty(0, dim // 2), persistent=False)
-        self.register_buffer("sin_cached", torch.empty(0, dim // 2), persistent=False)
+        # eq. 34's cos and signed sin rows for positions m < len(cache): buffers so that
+        # .to()/.half()/.cuda() move them, non-persistent so that checkpoints never carry them.
+        self.register_buffer("cos_cached", torch.empty(0, dim), persistent=False)
+        self.register_buffer("sin_cached", torch.empty(0, dim), persistent=False)
 
     def extra_repr(self):
         return f"dim={self.dim}, theta={self.theta:g}, layout={self.layout}"
@@ -71,28 +77,24 @@ class RotaryEmbedding(nn.Module):
         if length <= self.cos_cached.size(0):
             return
         length = max(64, 1 << (length - 1).bit_length())
-        angles = torch.outer(torch.arange(length, dtype=torch.float64), self.inv_freq())
+        angles = torch.outer(torch.arange(length, dtype=torch.float64), self.inv_freq())  # L x d/2
+        cos, sin = angles.cos(), angles.sin()
+        if self.layout == "interleaved":  # channels (2i, 2i+1) share angle i; swap(x)_{2i} = -x_{2i+1}
+            cos, sin = cos.repeat_interleave(2, -1), torch.stack((-sin, sin), -1).flatten(-2)
+        else:  # channels (i, i + d/2) share angle i; swap(x)_i = -x_{i+d/2}
+            cos, sin = torch.cat((cos, cos), -1), torch.cat((-sin, sin), -1)
         like = self.cos_cached
-        self.cos_cached = angles.cos().to(device=like.device, dtype=like.dtype)
-        self.sin_cached = angles.sin().to(device=like.device, dtype=like.dtype)
+        self.cos_cached = cos.to(device=like.device, dtype=like.dtype)
+        self.sin_cached = sin.to(device=like.device, dtype=like.dtype)
 
-    def cos_sin_range(self, start: int, end: int, dtype: torch.dtype):
-        """cos/sin of positions start .. end-1, each (end - start) x dim/2."""
+    def cos_sin(self, start: int, end: int, dtype: torch.dtype):
+        """Eq. 34's cos and signed sin rows of positions start .. end-1, each (end - start) x dim,
+        in ``dtype`` (views of the cache when it has that dtype)."""
         self._grow(end)
         return self.cos_cached[start:end].to(dtype), self.sin_cached[start:end].to(dtype)
 
-    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype, bound: Optional[int] = None):
-        """cos/sin of integer ``positions``, each ``positions.shape + (dim/2,)``.
-
-        ``bound`` (> every position) spares a device sync when the caller knows it.
-        """
-        if bound is None:
-            bound = int(positions.max()) + 1 if positions.numel() else 0
-        self._grow(bound)
-        return self.cos_cached[positions].to(dtype), self.sin_cached[positions].to(dtype)
-
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, fast: bool = False) -> torch.Tensor:
-        """Rotates ``x`` (..., C) by cos/sin from :meth:`cos_sin` (broadcast over x); ``fast``: as one
+        """Rotates ``x`` (..., C) by rows from :meth:`cos_sin` (broadcast over x); ``fast``: as one
         complex product where :func:`apply_rotary_complex` applies."""
         if fast and complex_applies(x, cos, self.layout):
             return apply_rotary_complex(x, cos, sin)
@@ -100,21 +102,26 @@ class RotaryEmbedding(nn.Module):
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rotates ``x`` (..., T, C) by integer ``positions`` broadcastable to x[..., 0]."""
-        cos, sin = self.cos_sin(positions, x.dtype)
-        return self.rotate(x, cos, sin)
+        end = int(positions.max()) + 1 if positions.numel() else 0
+        cos, sin = self.cos_sin(0, end, x.dtype)
+        return self.rotate(x, cos[positions], sin[positions])
+
+
+def swap_pairs(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """Each channel's partner in its rotation pair: (x_2, x_1, x_4, x_3, ...) or, for the half
+    layout, (x_{d/2+1}, ..., x_d, x_1, ..., x_{d/2}). Eq. 34's signs are in the sin rows."""
+    if layout == "interleaved":
+        return x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+    return x.roll(x.size(-1) // 2, dims=-1)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
-    """Eq. 34: x * cos + rotate(x) * sin on the first 2*cos.size(-1) channels of ``x``."""
-    rot = 2 * cos.size(-1)
+    """Eq. 34, x * cos + swap(x) * sin, on the first cos.size(-1) channels of ``x``."""
+    rot = cos.size(-1)
+    if rot == x.size(-1):
+        return torch.addcmul(x * cos, swap_pairs(x, layout), sin)
     x_rot, x_pass = x[..., :rot], x[..., rot:]
-    if layout == "interleaved":
-        x1, x2 = x_rot[..., 0::2], x_rot[..., 1::2]
-        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
-    else:
-        x1, x2 = x_rot[..., : rot // 2], x_rot[..., rot // 2 :]
-        out = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
-    return torch.cat((out, x_pass), dim=-1) if x_pass.size(-1) else out
+    return torch.cat((torch.addcmul(x_rot * cos, swap_pairs(x_rot, layout), sin), x_pass), dim=-1)
 
 
 def complex_applies(x: torch.Tensor, cos: torch.Tensor, layout: str) -> bool:
@@ -122,7 +129,7 @@ def complex_applies(x: torch.Tensor, cos: torch.Tensor, layout: str) -> bool:
     rotated, a real dtype with a complex counterpart (cos/sin's too), pairs adjacent in memory."""
     return (
         layout == "interleaved"
-        and x.size(-1) == 2 * cos.size(-1)
+        and x.size(-1) == cos.size(-1)
         and x.dtype in (torch.float32, torch.float64)
         and cos.dtype == x.dtype
         and x.stride(-1) == 1
@@ -134,5 +141,5 @@ def complex_applies(x: torch.Tensor, cos: torch.Tensor, layout: str) -> bool:
 def apply_rotary_complex(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Eq. 34 for the interleaved layout as (x_{2i-1} + i x_{2i}) * (cos + i sin), a view of ``x``
     as complex numbers times e^{i m theta}: the same values as :func:`apply_rotary`."""
-    rotation = torch.complex(cos, sin)
+    rotation = torch.complex(cos[..., 0::2], sin[..., 1::2])
     return torch.view_as_real(torch.view_as_complex(x.unflatten(-1, (-1, 2))) * rotation).flatten(-2)

@@ -58,6 +58,17 @@ def test_bad_options_fail_at_build_naming_the_flag(dict_dir, build, flags, messa
     assert message in str(error.value)
 
 
+def test_rope_options_reach_every_self_attention(dict_dir, build):
+    model, _ = build(dict_dir, "rope_transformer", "--rope-theta", "500", "--rope-dim", "4", "--rope-layout", "half")
+    layers = [*model.encoder.layers, *model.decoder.layers]
+    assert [(l.self_attn.rotary.theta, l.self_attn.rotary.dim, l.self_attn.rotary.layout) for l in layers] == [
+        (500.0, 4, "half")] * 4
+    model, _ = build(dict_dir, "rope_transformer")
+    layers = [*model.encoder.layers, *model.decoder.layers]
+    assert [(l.self_attn.rotary.theta, l.self_attn.rotary.dim, l.self_attn.rotary.layout) for l in layers] == [
+        (10000.0, 8, "interleaved")] * 4
+
+
 def encode(model, tokens, lengths):
     return model.encoder(tokens, src_lengths=lengths)["encoder_out"][0]  # T x B x C
 
@@ -79,21 +90,24 @@ def test_encoder_is_not_permutation_equivariant(dict_dir, build):
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_translation_invariant_in_absolute_position(dict_dir, build, layout):
-    """Self-attention scores depend on m - n only: the rotary attention of a sequence is the
-    same whether its positions start at 0 or at 500 (keys rotated in cache at 0..499)."""
+    """Self-attention scores depend on m - n only: a sequence attended at positions 500..506,
+    after 500 cached keys that are all padding, gives what it gives at positions 0..6."""
     model, _ = build(dict_dir, "rope_transformer", "--rope-layout", layout)
     attn = model.encoder.layers[0].self_attn
-    x = torch.randn(7, 2, 32)
+    x = torch.randn(7, 2, 32, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        out0, _ = attn(x, x, x, need_weights=False)
-        cos, sin = attn.rotary.cos_sin_range(500, 507, x.dtype)
-        cos0, sin0 = attn.rotary.cos_sin_range(0, 7, x.dtype)
-        q = attn.q_proj(x).view(7, 2, 4, 8).permute(1, 2, 0, 3)
-        k = attn.k_proj(x).view(7, 2, 4, 8).permute(1, 2, 0, 3)
-        scores500 = attn.rotary.rotate(q, cos, sin) @ attn.rotary.rotate(k, cos, sin).transpose(2, 3)
-        scores0 = attn.rotary.rotate(q, cos0, sin0) @ attn.rotary.rotate(k, cos0, sin0).transpose(2, 3)
-    torch.testing.assert_close(scores500, scores0, rtol=1e-4, atol=1e-4)
-    assert out0.shape == x.shape
+        at_zero, _ = attn(x, x, x, need_weights=False)
+        filler = torch.randn(500, 2, 32, generator=torch.Generator().manual_seed(1))
+        state = {}
+        attn(filler, filler, filler, key_padding_mask=torch.ones(2, 500, dtype=torch.bool), incremental_state=state)
+        at_500, _ = attn(x, x, x, incremental_state=state, need_weights=False)
+        cached = attn._get_input_buffer(state)["prev_key"][:, :, 500:]  # B x H x 7 x D
+        k = attn.k_proj(x).view(7, 2, 4, 8)
+        k500, k0 = (attn.rotary(k, torch.arange(start, start + 7)[:, None, None]) for start in (500, 0))
+    torch.testing.assert_close(at_500, at_zero, rtol=1e-5, atol=1e-5)
+    # the keys really were rotated at positions 500.., which differs from 0..
+    torch.testing.assert_close(cached, k500.permute(1, 2, 0, 3), rtol=1e-6, atol=1e-6)
+    assert not torch.allclose(k500, k0, atol=0.1)
 
 
 def test_interleaved_and_half_layouts_equal_after_permuting_qk_rows(dict_dir, build):
@@ -119,35 +133,41 @@ def test_interleaved_and_half_layouts_equal_after_permuting_qk_rows(dict_dir, bu
         assert not torch.allclose(half(src, lengths, prev)[0], out_inter, atol=1e-3)
 
 
+def decode_step_by_step_equals_full_pass(model, enc, prev, reorders=(), rtol=1e-5, atol=1e-5):
+    """Feeds prev one token at a time with a KV cache (reordering it at the given steps as beam
+    search does) and checks every step's output against teacher forcing on the same prefix."""
+    state = {}
+    for t in range(prev.size(1)):
+        for step, new_order in reorders:
+            if step == t:
+                model.decoder.reorder_incremental_state_scripting(state, new_order)
+                prev = prev[new_order]
+        incremental = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0][:, -1]
+        full = model.decoder(prev[:, : t + 1], encoder_out=enc)[0][:, -1]
+        torch.testing.assert_close(incremental, full, rtol=rtol, atol=atol, msg=f"step {t}")
+
+
 @pytest.mark.parametrize("flags", [[], ["--rope-layout", "half", "--rope-dim", "4"]])
 def test_incremental_decoding_equals_full_pass(dict_dir, build, flags):
-    """Step-by-step decoding with the KV cache equals teacher forcing at every step, also after
-    beam search reorders the hypotheses (here: 3 beams of one source sentence, and a batch)."""
+    """Step-by-step decoding with the KV cache equals teacher forcing at every step: after beam
+    search reorders the hypotheses (3 beams of one source sentence), for a left-padded batch of
+    different sentences, and for right-padded decoder input (the cached padding mask at work)."""
     model, task = build(dict_dir, "rope_transformer", *flags)
     src, lengths = random_tokens(task, [9], seed=4)
     src, lengths = src.repeat(3, 1), lengths.repeat(3)  # the beams of one sentence
     prev, _ = random_tokens(task, [10, 10, 10], seed=5, left_pad=False)
     with torch.no_grad():
         enc = model.encoder(src, src_lengths=lengths)
-        state = {}
-        for t in range(prev.size(1)):
-            if t in (4, 7):  # beam search reorders hypotheses, dropping one and doubling another
-                new_order = torch.tensor([2, 0, 0]) if t == 4 else torch.tensor([1, 2, 0])
-                model.decoder.reorder_incremental_state_scripting(state, new_order)
-                prev = prev[new_order]
-            step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0][:, -1]
-            full = model.decoder(prev[:, : t + 1], encoder_out=enc)[0][:, -1]
-            torch.testing.assert_close(step, full, rtol=1e-5, atol=1e-5)
-
-    # a batch of different sentences, left-padded, decoded incrementally
+        # beam search reorders hypotheses, dropping one and doubling another
+        decode_step_by_step_equals_full_pass(model, enc, prev, reorders=[(4, torch.tensor([2, 0, 0])),
+                                                                        (7, torch.tensor([1, 2, 0]))])
     src, lengths = random_tokens(task, [9, 5, 7], seed=6)
+    padded, _ = random_tokens(task, [10, 4, 7], seed=7, left_pad=False)
+    assert padded.eq(task.target_dictionary.pad()).any()
     with torch.no_grad():
         enc = model.encoder(src, src_lengths=lengths)
-        state = {}
-        for t in range(prev.size(1)):
-            step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0][:, -1]
-            full = model.decoder(prev[:, : t + 1], encoder_out=enc)[0][:, -1]
-            torch.testing.assert_close(step, full, rtol=1e-5, atol=1e-5)
+        decode_step_by_step_equals_full_pass(model, enc, prev)
+        decode_step_by_step_equals_full_pass(model, enc, padded)
 
 
 def test_sentence_alone_equals_inside_left_padded_batch(dict_dir, build):
@@ -168,15 +188,26 @@ def test_sentence_alone_equals_inside_left_padded_batch(dict_dir, build):
         torch.testing.assert_close(got["score"], want["score"], rtol=1e-5, atol=1e-5)
 
 
-def test_long_source_translates(dict_dir, build):
-    """2000 tokens: far past fairseq's default 1024 positions; RoPE itself sets no limit."""
+def test_long_source_is_encoded_exactly_and_translates(dict_dir, build):
+    """2000 tokens, far past fairseq's default 1024 positions (RoPE itself sets no limit): the
+    float32 encoding equals the float64 one (angles exact out there: taken in float32 they would
+    be off by ~1e-4 rad), the sentence encodes and translates the same behind 300 pads in a batch,
+    and beam search runs to EOS."""
     model, task = build(dict_dir, "rope_transformer")
     src, lengths = random_tokens(task, [2000], seed=7)
+    batch, batch_lengths = random_tokens(task, [2300, 2000], seed=7)
+    batch[1] = torch.cat([torch.full((300,), task.source_dictionary.pad()), src[0]])
     generator = SequenceGenerator([model], task.target_dictionary, beam_size=4, max_len_a=0, max_len_b=30)
     with torch.no_grad():
+        out = encode(model, src, lengths)
+        in_batch = encode(model, batch, batch_lengths)[300:, 1:]
         hyps = generator.forward({"net_input": {"src_tokens": src, "src_lengths": lengths}})
+        hyps_batch = generator.forward({"net_input": {"src_tokens": batch, "src_lengths": batch_lengths}})
+        exact = encode(model.double(), src, lengths)
+    torch.testing.assert_close(out.double(), exact, rtol=0, atol=1e-5)
+    torch.testing.assert_close(in_batch, out, rtol=1e-5, atol=1e-5)
     assert len(hyps[0]) == 4 and hyps[0][0]["tokens"][-1] == task.target_dictionary.eos()
-    assert torch.isfinite(encode(model, src, lengths)).all()
+    assert [h["tokens"].tolist() for h in hyps_batch[1]] == [h["tokens"].tolist() for h in hyps[0]]
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
@@ -206,18 +237,27 @@ def test_plain_attention_equals_sdpa_path(dict_dir, build, layout):
 
 
 def test_half_precision_model(dict_dir, build):
-    """After fairseq's .half()/.to(bfloat16) the model still runs, caches follow, angles stay exact."""
+    """After fairseq's .to(bfloat16) the model runs in bfloat16 within its rounding of float32, its
+    caches hold float64 angles rounded once to bfloat16, and incremental decoding equals the full pass."""
     model, task = build(dict_dir, "rope_transformer")
-    src, lengths = random_tokens(task, [30, 12], seed=8)
-    prev, _ = random_tokens(task, [9, 9], seed=9, left_pad=False)
+    src, lengths = random_tokens(task, [300, 120], seed=8)
+    prev, _ = random_tokens(task, [40, 30], seed=9, left_pad=False)
     with torch.no_grad():
         reference = model(src, lengths, prev)[0]
         model.to(torch.bfloat16)
         out = model(src, lengths, prev)[0]
-    attn = model.encoder.layers[0].self_attn
-    assert attn.rotary.cos_cached.dtype == torch.bfloat16 and attn.q_proj.weight.dtype == torch.bfloat16
+        decode_step_by_step_equals_full_pass(model, model.encoder(src, src_lengths=lengths), prev[:, :12],
+                                             rtol=0, atol=2 ** -5 * reference.abs().max().item())
     assert out.dtype == torch.bfloat16
-    torch.testing.assert_close(out.float(), reference, rtol=0.1, atol=0.15)
+    assert (out.float() - reference).abs().max() / reference.abs().max() < 2 ** -6  # measured: 0.0065
+    for module in model.modules():
+        if isinstance(module, RotaryMultiheadAttention):
+            assert module.q_proj.weight.dtype == torch.bfloat16
+            cos, sin = module.rotary.cos_cached[:, 0::2], module.rotary.sin_cached[:, 1::2]
+            assert cos.size(0) >= 40
+            angles = torch.arange(cos.size(0), dtype=torch.float64)[:, None] * 10000.0 ** (
+                -torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+            assert torch.equal(cos, angles.cos().to(torch.bfloat16)) and torch.equal(sin, angles.sin().to(torch.bfloat16))
     assert not any("cached" in key for key in model.state_dict())
 
 
