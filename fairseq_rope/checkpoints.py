@@ -11,15 +11,28 @@ runs. Turning weights_only off would let any checkpoint run code.
 import argparse
 
 import numpy
+import numpy.dtypes
 import torch
+
+try:  # numpy 2 (numpy 1.26 has this name only as a shim that ``import numpy`` does not load)
+    from numpy._core.multiarray import _reconstruct
+except ImportError:  # numpy < 1.26
+    from numpy.core.multiarray import _reconstruct
 
 FAIRSEQ_CHECKPOINT_GLOBALS = [
     argparse.Namespace,  # cfg.model / args of add_args-style models
     numpy.ndarray,  # --eval-bleu counts in extra_state["metrics"]
     numpy.dtype,
     numpy.dtypes.Int64DType,
-    numpy._core.multiarray._reconstruct,
+    # the function that unpickles arrays, under the name numpy 2 pickles it with and numpy 1.x's
+    (_reconstruct, "numpy._core.multiarray._reconstruct"),
+    (_reconstruct, "numpy.core.multiarray._reconstruct"),
 ]
+
+
+def allowed_names():
+    """The names of FAIRSEQ_CHECKPOINT_GLOBALS as they appear in a pickle."""
+    return {g[1] if isinstance(g, tuple) else f"{g.__module__}.{g.__qualname__}" for g in FAIRSEQ_CHECKPOINT_GLOBALS}
 
 
 class UnsafeCheckpointError(RuntimeError):
@@ -45,8 +58,7 @@ def load_checkpoint(path, map_location="cpu"):
             unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
         except Exception:
             unsafe = []
-        allowed = {f"{g.__module__}.{g.__qualname__}" for g in FAIRSEQ_CHECKPOINT_GLOBALS}
-        unsafe = ", ".join(name for name in unsafe if name not in allowed) or "pickle instructions torch's safe loader refuses"
+        unsafe = ", ".join(name for name in unsafe if name not in allowed_names()) or "pickle instructions torch's safe loader refuses"
         raise UnsafeCheckpointError(
             f"{path}: refusing to load this checkpoint: its pickle needs {unsafe}, which a fairseq "
             f"checkpoint never contains and which could run code. Nothing from it was executed. "
