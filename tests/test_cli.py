@@ -1,7 +1,9 @@
 """fairseq's own command lines with --user-dir fairseq_rope, end to end on a tiny generated corpus."""
 
+import math
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -54,20 +56,41 @@ def data(tmp_path_factory):
     return root
 
 
+TRAINED_UPDATES = 300
+
+
 @pytest.fixture(scope="module")
 def trained(data):
-    """rope_transformer trained 40 updates, validating with --eval-bleu (numpy in the checkpoint)."""
+    """rope_transformer trained 300 updates (enough to reverse short inputs in part, so that outputs
+    differ between inputs), validating once at the end with --eval-bleu (numpy in the checkpoint)."""
     save = data / "rope"
-    run("fairseq-train", data / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", "40",
+    run("fairseq-train", data / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", TRAINED_UPDATES,
         "--save-dir", save, "--eval-bleu", "--eval-bleu-args", '{"beam": 2}', "--best-checkpoint-metric", "bleu",
-        "--maximize-best-checkpoint-metric")
+        "--maximize-best-checkpoint-metric", "--validate-interval", "1000", "--save-interval", "1000")
     return save
+
+
+def interactive(data, checkpoint, lines, *flags):
+    """fairseq-interactive on ``lines``: its (H, D) lines' texts, in input order."""
+    out = run("fairseq-interactive", data / "bin", "--user-dir", USER_DIR, "--path", checkpoint, "--cpu",
+              "--source-lang", "src", "--target-lang", "tgt", *flags, input="\n".join(lines) + "\n")
+    return out
+
+
+def hypotheses(stdout, prefix="H-"):
+    """{sentence id: [text of each hypothesis line, best first]} of fairseq-generate/-interactive output."""
+    found = {}
+    for line in stdout.splitlines():
+        if line.startswith(prefix):
+            name, _, text = line.split("\t")
+            found.setdefault(int(name[len(prefix):]), []).append(text)
+    return found
 
 
 def test_checkpoints_load_weights_only(trained):
     from fairseq_rope.checkpoints import allowed_names
     allowed = allowed_names()
-    for checkpoint in ("checkpoint_last.pt", "checkpoint_best.pt", "checkpoint1.pt"):
+    for checkpoint in ("checkpoint_last.pt", "checkpoint_best.pt"):
         needed = set(torch.serialization.get_unsafe_globals_in_checkpoint(str(trained / checkpoint)))
         assert needed <= allowed, needed - allowed
     state = torch.load(trained / "checkpoint_last.pt", weights_only=True)  # the plugin allowlisted what it needs
@@ -76,21 +99,51 @@ def test_checkpoints_load_weights_only(trained):
     assert state["extra_state"]["metrics"]  # --eval-bleu's numpy counts are in there
 
 
-def test_generate_beam4_and_interactive(data, trained):
-    out = run("fairseq-generate", data / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
-              "--beam", "4", "--lenpen", "0.6", "--batch-size", "8", "--required-batch-size-multiple", "1", "--cpu",
-              "--remove-bpe")
-    hyps = [line for line in out.stdout.splitlines() if line.startswith("H-")]
-    assert len(hyps) == 25, out.stderr[-2000:]
+def test_generate_beam4_nbest_and_interactive_agree(data, trained):
+    """fairseq-generate really searches 4 beams (4 distinct n-best hypotheses per sentence, the best
+    one as with --nbest 1) and prints, batched by 8, what fairseq-interactive prints one by one."""
+    common = ["--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt", "--beam", "4", "--lenpen", "0.6", "--cpu"]
+    out = run("fairseq-generate", data / "bin", *common, "--batch-size", "8", "--required-batch-size-multiple", "1",
+              "--nbest", "4")
     assert "Translated 25 sentences" in out.stderr
+    nbest = hypotheses(out.stdout)
+    assert sorted(nbest) == list(range(25)) and all(len(set(h)) == 4 for h in nbest.values())
+    best = hypotheses(run("fairseq-generate", data / "bin", *common, "--batch-size", "8",
+                          "--required-batch-size-multiple", "1").stdout)
+    assert {i: h[0] for i, h in nbest.items()} == {i: h[0] for i, h in best.items()}
+    assert len({h[0] for h in best.values()}) > 20  # a trained model: different inputs, different outputs
 
-    assert all("@@" not in line for line in hyps)
+    sources = (data / "test.src").read_text().splitlines()
+    out = interactive(data, trained / "checkpoint_last.pt", sources, "--beam", "4", "--lenpen", "0.6",
+                      "--batch-size", "1", "--buffer-size", "1")
+    assert hypotheses(out.stdout) == best
 
 
-def test_validate(data, trained):
-    out = run("fairseq-validate", data / "bin", "--task", "translation", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
-              "--valid-subset", "test", "--max-tokens", "1000", "--cpu")
-    assert "valid on 'test' subset" in out.stdout + out.stderr
+def test_validate_reports_the_models_loss(data, trained):
+    """fairseq-validate's nll_loss on the test subset equals the teacher-forced NLL (base 2, per target
+    token) computed here from the model in evaluation mode (dropout off), over all 25 sentences
+    (fairseq's default --required-batch-size-multiple 8 would drop one: bsz 24, nll_loss 0.93)."""
+    out = run("fairseq-validate", data / "bin", "--task", "translation", "--user-dir", USER_DIR,
+              "--path", trained / "checkpoint_last.pt", "--valid-subset", "test", "--max-tokens", "1000", "--cpu",
+              "--required-batch-size-multiple", "1")
+    log = out.stdout + out.stderr
+    reported = re.search(r"valid on 'test' subset \| loss [0-9.]+ \| nll_loss ([0-9.]+) .*\| bsz 25$", log, re.M)
+    assert reported, log[-2000:]
+
+    from fairseq import checkpoint_utils
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(trained / "checkpoint_last.pt")], arg_overrides={"data": str(data / "bin")})
+    model = models[0].eval()
+    task.load_dataset("test")
+    dataset = task.dataset("test")
+    batch = dataset.collater([dataset[i] for i in range(len(dataset))])
+    with torch.no_grad():
+        lprobs = model.get_normalized_probs(model(**batch["net_input"]), log_probs=True)
+    target = batch["target"]
+    real = target.ne(task.target_dictionary.pad())
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)[real]
+    expected = (nll.sum() / real.sum() / math.log(2)).item()
+    assert abs(float(reported.group(1)) - expected) < 6e-4, (reported.group(1), expected)  # printed to 3 decimals
 
 
 def test_python_api_translates_like_fairseq_interactive(data, trained):
@@ -98,13 +151,12 @@ def test_python_api_translates_like_fairseq_interactive(data, trained):
     the same strings fairseq-interactive prints with the same settings."""
     from fairseq_rope.hub import load_translator
 
-    sentences = ["w1 w2 w3", "w7 w17 w8 w9 w10 w21"]
-    out = run("fairseq-interactive", data / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
-              "--beam", "4", "--lenpen", "0.6", "--source-lang", "src", "--target-lang", "tgt", "--cpu",
-              "--bpe", "subword_nmt", "--bpe-codes", data / "codes", "--tokenizer", "moses",
-              "--max-len-a", "1.2", "--max-len-b", "10", input="\n".join(sentences) + "\n")
-    expected = [line.split("\t")[2] for line in out.stdout.splitlines() if line.startswith("D-")]
-    assert len(expected) == 2
+    sentences = ["w1 w2 w3", "w7 w17 w8 w9 w10 w21", "w3 w4 w5 w6", "w11 w12"]
+    out = interactive(data, trained / "checkpoint_last.pt", sentences, "--beam", "4", "--lenpen", "0.6",
+                      "--bpe", "subword_nmt", "--bpe-codes", data / "codes", "--tokenizer", "moses",
+                      "--max-len-a", "1.2", "--max-len-b", "10", "--buffer-size", "4", "--batch-size", "4")
+    expected = [h[0] for _, h in sorted(hypotheses(out.stdout, "D-").items())]
+    assert len(expected) == 4 and len(set(expected)) == 4  # trained: outputs differ between inputs
 
     mt = load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", bpe_codes=data / "codes",
                          source_lang="src", target_lang="tgt")
@@ -116,15 +168,59 @@ def test_python_api_translates_like_fairseq_interactive(data, trained):
         load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt")
 
 
+def test_python_api_with_sentencepiece_translates_like_fairseq_interactive(data, tmp_path):
+    """load_translator(sentencepiece_model=...): a model trained on sentencepiece pieces translates raw
+    text as fairseq-interactive --bpe sentencepiece does."""
+    import sentencepiece as spm
+    from fairseq_rope.hub import load_translator
+
+    raw = {(split, lang): [line.replace("@@ ", "") for line in (data / f"{split}.{lang}").read_text().splitlines()]
+           for split in ("train", "valid", "test") for lang in ("src", "tgt")}
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(raw["train", "src"] + raw["train", "tgt"]),
+                                   model_prefix=str(tmp_path / "spm"), vocab_size=34, model_type="bpe",
+                                   character_coverage=1.0)
+    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "spm.model"))
+    for (split, lang), lines in raw.items():
+        (tmp_path / f"{split}.{lang}").write_text("".join(" ".join(sp.encode(line, out_type=str)) + "\n" for line in lines))
+    run("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+        "--trainpref", tmp_path / "train", "--validpref", tmp_path / "valid", "--destdir", tmp_path / "bin",
+        "--workers", "1")
+    run("fairseq-train", tmp_path / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", "200",
+        "--save-dir", tmp_path / "model", "--no-epoch-checkpoints", "--disable-validation")
+    sentences = ["w1 w2 w3", "w7 w17 w8 w9 w10 w21", "w3 w4 w5 w6", "w11 w12"]
+    out = run("fairseq-interactive", tmp_path / "bin", "--user-dir", USER_DIR, "--path",
+              tmp_path / "model" / "checkpoint_last.pt", "--beam", "4", "--lenpen", "0.6", "--source-lang", "src",
+              "--target-lang", "tgt", "--cpu", "--bpe", "sentencepiece", "--sentencepiece-model", tmp_path / "spm.model",
+              "--max-len-a", "1.2", "--max-len-b", "10", "--buffer-size", "4", "--batch-size", "4",
+              input="\n".join(sentences) + "\n")
+    expected = [h[0] for _, h in sorted(hypotheses(out.stdout, "D-").items())]
+    assert len(expected) == 4 and len(set(expected)) == 4
+    mt = load_translator(tmp_path / "model", tmp_path / "bin", checkpoint_file="checkpoint_last.pt",
+                         sentencepiece_model=tmp_path / "spm.model", source_lang="src", target_lang="tgt")
+    assert mt.translate(sentences) == expected
+
+
+def test_task_refuses_sources_over_max_source_positions_unless_raised(data, trained):
+    """RoPE sets no length limit, the translation task's --max-source-positions (1024) still does:
+    a 1100-word source is refused with fairseq's message, and translated once the limit is raised."""
+    long_source = [" ".join(f"w{i % 30}" for i in range(1100))]
+    flags = ["--beam", "2", "--max-len-a", "0", "--max-len-b", "5"]
+    with pytest.raises(AssertionError, match=r"max_positions=\(1024, 1024\)"):
+        interactive(data, trained / "checkpoint_last.pt", long_source, *flags)
+    out = interactive(data, trained / "checkpoint_last.pt", long_source, *flags,
+                      "--max-source-positions", "2048", "--max-target-positions", "2048")
+    assert len(hypotheses(out.stdout)[0]) == 1
+
+
 def test_resume_training_from_checkpoint_last(data, trained, tmp_path):
     save = tmp_path / "resume"
     save.mkdir()
     (save / "checkpoint_last.pt").write_bytes((trained / "checkpoint_last.pt").read_bytes())
-    out = run("fairseq-train", data / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", "50",
+    out = run("fairseq-train", data / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", TRAINED_UPDATES + 10,
               "--save-dir", save)
     log = out.stdout + out.stderr
-    assert "Loaded checkpoint" in log and "@ 40 updates" in log, log[-3000:]
-    assert load_checkpoint(save / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == 50
+    assert "Loaded checkpoint" in log and f"@ {TRAINED_UPDATES} updates" in log, log[-3000:]
+    assert load_checkpoint(save / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == TRAINED_UPDATES + 10
 
 
 def test_finetune_rope_from_baseline_transformer(data, tmp_path):
