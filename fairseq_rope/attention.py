@@ -163,12 +163,10 @@ class RotaryMultiheadAttention(MultiheadAttention):
             bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
             # split/unbind, not indexing: their backward is one cat/stack, not zero-filled copies
             qk, v = F.linear(x, weight, bias).view(T, B, 3, H, D).split([2, 1], dim=2)
-            cos, sin = (row[:, None, None, None] for row in self.rotary.cos_sin(past, past + T, qk.dtype))
-            q, k = self.rotary.rotate(qk, cos, sin, fast=True).unbind(2)  # over q and k
+            q, k = self.rotary.rotate(qk, past, fast=True).unbind(2)  # over q and k
             return q, k, v.squeeze(2)
         q, k, v = (p(x).view(T, B, H, D) for p in projections)
-        cos, sin = (row[:, None, None] for row in self.rotary.cos_sin(past, past + T, q.dtype))
-        return self.rotary.rotate(q, cos, sin, fast=fast), self.rotary.rotate(k, cos, sin, fast=fast), v
+        return self.rotary.rotate(q, past, fast=fast), self.rotary.rotate(k, past, fast=fast), v
 
     # -- masks -----------------------------------------------------------------------
 

@@ -23,8 +23,8 @@ can be converted to the other by permuting the rows of its q/k projections.
 
 Two implementations of the same rotation: :func:`apply_rotary` is eq. 34 (any layout and dtype);
 :func:`apply_rotary_complex` is eq. 34 as one complex product x * e^{i m theta} over adjacent
-pairs (interleaved layout, float32/float64 only: there is no complex bfloat16), one kernel forward
-and one backward, the fastest form on CPUs. The tests check that both agree, values and gradients.
+pairs (interleaved layout, float32 only: there is no complex bfloat16), one kernel forward and one
+backward, the fastest form on CPUs. The tests check that both agree, values and gradients.
 
 Angles m*theta_i are computed in float64 from integer positions, whatever the dtype of the
 model (a float16 m*theta is off by whole radians at long positions), then cast once to the
@@ -57,10 +57,12 @@ class RotaryEmbedding(nn.Module):
         if layout not in LAYOUTS:
             raise ValueError(f"rotary layout must be one of {LAYOUTS}, got {layout!r}")
         self.dim, self.theta, self.layout = dim, float(theta), layout
-        # eq. 34's cos and signed sin rows for positions m < len(cache): buffers so that
-        # .to()/.half()/.cuda() move them, non-persistent so that checkpoints never carry them.
+        # for positions m < len(cache): eq. 34's cos and signed sin rows, and (cos, sin) of each angle,
+        # the real view of e^{i m theta} for the complex form; buffers so that .to()/.half()/.cuda()
+        # move them, non-persistent so that checkpoints never carry them.
         self.register_buffer("cos_cached", torch.empty(0, dim), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0, dim), persistent=False)
+        self.register_buffer("rotation_cached", torch.empty(0, dim // 2, 2), persistent=False)
 
     def extra_repr(self):
         return f"dim={self.dim}, theta={self.theta:g}, layout={self.layout}"
@@ -79,13 +81,24 @@ class RotaryEmbedding(nn.Module):
         length = max(64, 1 << (length - 1).bit_length())
         angles = torch.outer(torch.arange(length, dtype=torch.float64), self.inv_freq())  # L x d/2
         cos, sin = angles.cos(), angles.sin()
+        device, dtype = self.cos_cached.device, self.cos_cached.dtype
+        self.rotation_cached = torch.stack((cos, sin), -1).to(device=device, dtype=dtype)
         if self.layout == "interleaved":  # channels (2i, 2i+1) share angle i; swap(x)_{2i} = -x_{2i+1}
             cos, sin = cos.repeat_interleave(2, -1), torch.stack((-sin, sin), -1).flatten(-2)
         else:  # channels (i, i + d/2) share angle i; swap(x)_i = -x_{i+d/2}
             cos, sin = torch.cat((cos, cos), -1), torch.cat((-sin, sin), -1)
-        like = self.cos_cached
-        self.cos_cached = cos.to(device=like.device, dtype=like.dtype)
-        self.sin_cached = sin.to(device=like.device, dtype=like.dtype)
+        self.cos_cached = cos.to(device=device, dtype=dtype)
+        self.sin_cached = sin.to(device=device, dtype=dtype)
+
+    def _apply(self, fn, *args, **kwargs):
+        """After .half()/.float()/.to(dtype) the cache is emptied and regrown from float64 angles,
+        so that float32 after float16 has float32 accuracy again."""
+        dtype = self.cos_cached.dtype
+        super()._apply(fn, *args, **kwargs)
+        if self.cos_cached.dtype != dtype:
+            self.cos_cached, self.sin_cached, self.rotation_cached = (
+                t[:0] for t in (self.cos_cached, self.sin_cached, self.rotation_cached))
+        return self
 
     def cos_sin(self, start: int, end: int, dtype: torch.dtype):
         """Eq. 34's cos and signed sin rows of positions start .. end-1, each (end - start) x dim,
@@ -93,18 +106,22 @@ class RotaryEmbedding(nn.Module):
         self._grow(end)
         return self.cos_cached[start:end].to(dtype), self.sin_cached[start:end].to(dtype)
 
-    def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, fast: bool = False) -> torch.Tensor:
-        """Rotates ``x`` (..., C) by rows from :meth:`cos_sin` (broadcast over x); ``fast``: as one
-        complex product where :func:`apply_rotary_complex` applies."""
-        if fast and complex_applies(x, cos, self.layout):
-            return apply_rotary_complex(x, cos, sin)
+    def rotate(self, x: torch.Tensor, start: int = 0, fast: bool = False) -> torch.Tensor:
+        """Rotates ``x`` (T x ... x C, time first as in fairseq) at positions start .. start+T-1, in
+        x's dtype; ``fast``: as one complex product where :func:`apply_rotary_complex` applies."""
+        T = x.size(0)
+        if fast and complex_applies(x, self):
+            self._grow(start + T)
+            rotation = torch.view_as_complex(self.rotation_cached[start : start + T])
+            return apply_rotary_complex(x, rotation.view(T, *[1] * (x.dim() - 2), -1))
+        cos, sin = (rows.view(T, *[1] * (x.dim() - 2), -1) for rows in self.cos_sin(start, start + T, x.dtype))
         return apply_rotary(x, cos, sin, self.layout)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rotates ``x`` (..., T, C) by integer ``positions`` broadcastable to x[..., 0]."""
+        """Rotates ``x`` (..., T, C) by integer ``positions`` broadcastable to x[..., 0] (eq. 34)."""
         end = int(positions.max()) + 1 if positions.numel() else 0
         cos, sin = self.cos_sin(0, end, x.dtype)
-        return self.rotate(x, cos[positions], sin[positions])
+        return apply_rotary(x, cos[positions], sin[positions], self.layout)
 
 
 def swap_pairs(x: torch.Tensor, layout: str) -> torch.Tensor:
@@ -124,22 +141,20 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: 
     return torch.cat((torch.addcmul(x_rot * cos, swap_pairs(x_rot, layout), sin), x_pass), dim=-1)
 
 
-def complex_applies(x: torch.Tensor, cos: torch.Tensor, layout: str) -> bool:
-    """Whether :func:`apply_rotary_complex` can rotate ``x``: interleaved pairs, every channel
-    rotated, a real dtype with a complex counterpart (cos/sin's too), pairs adjacent in memory."""
+def complex_applies(x: torch.Tensor, rotary: RotaryEmbedding) -> bool:
+    """Whether :func:`apply_rotary_complex` can rotate ``x`` with ``rotary``'s complex table:
+    interleaved pairs, every channel rotated, float32 (the table's precision), pairs adjacent in memory."""
     return (
-        layout == "interleaved"
-        and x.size(-1) == cos.size(-1)
-        and x.dtype in (torch.float32, torch.float64)
-        and cos.dtype == x.dtype
+        rotary.layout == "interleaved"
+        and x.size(-1) == rotary.dim
+        and x.dtype == rotary.rotation_cached.dtype == torch.float32
         and x.stride(-1) == 1
         and x.storage_offset() % 2 == 0
         and all(stride % 2 == 0 for stride in x.stride()[:-1])
     )
 
 
-def apply_rotary_complex(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Eq. 34 for the interleaved layout as (x_{2i-1} + i x_{2i}) * (cos + i sin), a view of ``x``
-    as complex numbers times e^{i m theta}: the same values as :func:`apply_rotary`."""
-    rotation = torch.complex(cos[..., 0::2], sin[..., 1::2])
+def apply_rotary_complex(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
+    """Eq. 34 for the interleaved layout as (x_{2i-1} + i x_{2i}) * e^{i m theta_i}: a view of ``x``
+    as complex numbers times ``rotation`` (broadcast over x): the same values as :func:`apply_rotary`."""
     return torch.view_as_real(torch.view_as_complex(x.unflatten(-1, (-1, 2))) * rotation).flatten(-2)

@@ -382,23 +382,21 @@ def measure_memory(argv, args):
 def rotation_microbench(rope, batches, args, repeats=20):
     """q and k of the largest training source batch (T x B x 2 x H x D, as the fused projection
     gives them), rotated as the encoder's first attention does (fast: one call for both, a complex
-    product where it applies; plain: eq. 34 written out), against adding fairseq's sinusoidal
-    positions to the same q and k. cos/sin and the sinusoids are looked up inside the timing."""
+    product where it applies; plain: eq. 34, x * cos + swap(x) * sin), against adding fairseq's
+    sinusoidal positions to the same q and k. Rotations and sinusoids are looked up inside the timing."""
     attn = rope.model.encoder.layers[0].self_attn
     tokens = max(batches, key=lambda s: s["net_input"]["src_tokens"].numel())["net_input"]["src_tokens"]
     B, T = tokens.shape
     H, D = attn.num_heads, attn.head_dim
     dtype = DTYPES[args.dtype]
     pad = rope.task.source_dictionary.pad()
-    padding = tokens.eq(pad) if tokens.eq(pad).any() else None
     sinusoidal = SinusoidalPositionalEmbedding(H * D, pad, init_size=T + pad + 1).to(args.device)
     g = torch.Generator(device=args.device).manual_seed(0)
     qk = torch.randn(T, B, 2, H, D, generator=g, device=args.device, dtype=dtype, requires_grad=True)
     grad = torch.randn(qk.shape, generator=g, device=args.device, dtype=dtype)
 
     def rotary(fast):
-        cos, sin = attn._cos_sin(padding, 0, T, dtype)
-        return attn.rotary.rotate(qk, cos.unsqueeze(2), sin.unsqueeze(2), fast=fast)
+        return attn.rotary.rotate(qk, 0, fast=fast)
 
     def additive():
         return qk + sinusoidal(tokens).to(dtype).transpose(0, 1).view(T, B, 1, H, D)

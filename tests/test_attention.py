@@ -149,6 +149,7 @@ def identity_rotation(attn, length):
     attn.rotary.cos_sin(0, length, torch.float32)
     attn.rotary.cos_cached.fill_(1.0)
     attn.rotary.sin_cached.zero_()
+    attn.rotary.rotation_cached.copy_(torch.tensor([1.0, 0.0]))
 
 
 def test_attention_weights_equal_fairseq_when_the_rotation_is_the_identity():
@@ -176,8 +177,8 @@ def test_attention_weights_equal_fairseq_when_the_rotation_is_the_identity():
                 assert a.shape == b.shape, kwargs
                 torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=str(kwargs))
     # and the rotation is what makes them differ otherwise
-    attn.rotary.cos_cached = torch.empty(0, attn.rotary.dim)
-    attn.rotary.sin_cached = torch.empty(0, attn.rotary.dim)
+    for name in ("cos_cached", "sin_cached", "rotation_cached"):
+        setattr(attn.rotary, name, getattr(attn.rotary, name)[:0])
     with torch.no_grad():
         assert not torch.allclose(attn(x, x, x)[1], fairseq_attn(x, x, x)[1], atol=1e-3)
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from conftest import random_tokens
 
 from fairseq_rope.attention import RotaryMultiheadAttention
-from fairseq_rope.rotary import RotaryEmbedding, apply_rotary, apply_rotary_complex, complex_applies
+from fairseq_rope.rotary import RotaryEmbedding, complex_applies
 
 T, B, C, H = 7, 3, 32, 4
 
@@ -127,41 +127,54 @@ def test_quant_noise_hooks_keep_separate_projections():
     assert seen == [(T, B, C)]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("shape", [(5, 3, 8), (6, 2, 2, 4, 8)])
-def test_complex_rotation_equals_eq34(dtype, shape):
-    """apply_rotary_complex and apply_rotary (eq. 34 written out): values and gradients."""
+def test_complex_rotation_equals_eq34(shape):
+    """The complex product and eq. 34 (x * cos + swap(x) * sin): values and gradients, at positions
+    37 .. 37+T-1."""
     g = torch.Generator().manual_seed(4)
     rotary = RotaryEmbedding(shape[-1])
-    positions = torch.randint(0, 50, shape[:1] + (1,) * (len(shape) - 2), generator=g)
-    cos, sin = (rows[positions] for rows in rotary.cos_sin(0, 50, dtype))
-    x = torch.randn(shape, dtype=dtype, generator=g)
-    grad = torch.randn(shape, dtype=dtype, generator=g)
+    x = torch.randn(shape, generator=g)
+    grad = torch.randn(shape, generator=g)
+    assert complex_applies(x, rotary)
     outs = []
-    for fn in (lambda x: apply_rotary_complex(x, cos, sin), lambda x: apply_rotary(x, cos, sin, "interleaved")):
+    for fast in (True, False):
         xx = x.clone().requires_grad_(True)
-        out = fn(xx)
+        out = rotary.rotate(xx, 37, fast=fast)
         out.backward(grad)
         outs.append((out.detach(), xx.grad))
     for fast, plain in zip(*outs):
-        torch.testing.assert_close(fast, plain)
+        torch.testing.assert_close(fast, plain, rtol=1e-6, atol=1e-6)
 
 
 def test_complex_rotation_applies_only_where_it_can():
-    cos = torch.zeros(4, 1, 8)
-    x = torch.randn(4, 2, 3, 8)
-    assert complex_applies(x, cos, "interleaved")
-    assert complex_applies(x[:, :, :2], cos, "interleaved")  # q and k of a fused projection
-    assert not complex_applies(x, cos, "half")
-    assert not complex_applies(x, cos[..., :4], "interleaved")  # partial rotation
-    assert not complex_applies(x.to(torch.bfloat16), cos, "interleaved")
-    assert not complex_applies(x.to(torch.float16), cos, "interleaved")
-    assert not complex_applies(x.transpose(-1, -2).contiguous().transpose(-1, -2), cos, "interleaved")
-    assert not complex_applies(x.flatten(-2)[..., 1:9], cos, "interleaved")  # odd offset
+    rotary, x = RotaryEmbedding(8), torch.randn(4, 2, 3, 8)
+    assert complex_applies(x, rotary)
+    assert complex_applies(x[:, :, :2], rotary)  # q and k of a fused projection
+    assert not complex_applies(x, RotaryEmbedding(8, layout="half"))
+    assert not complex_applies(x, RotaryEmbedding(4))  # partial rotation
+    for dtype in (torch.bfloat16, torch.float16, torch.float64):
+        assert not complex_applies(x.to(dtype), rotary)
+        assert not complex_applies(x.to(dtype), RotaryEmbedding(8).to(dtype))
+    assert not complex_applies(x.transpose(-1, -2).contiguous().transpose(-1, -2), rotary)
+    assert not complex_applies(x.flatten(-2)[..., 1:9], rotary)  # odd offset
+
+
+def test_cache_follows_dtype_changes_and_regains_precision():
+    """.half() then .float(): the cache is float32 again with float32 accuracy (recomputed from float64
+    angles, not float16 values cast back)."""
+    rotary = RotaryEmbedding(8)
+    x = torch.randn(300, 8)
+    reference = rotary.rotate(x, 0)
+    rotary.half()
+    assert rotary.rotate(x.half(), 0).dtype == torch.float16 and rotary.cos_cached.dtype == torch.float16
+    rotary.float()
+    assert rotary.cos_cached.dtype == rotary.rotation_cached.dtype == torch.float32
+    torch.testing.assert_close(rotary.rotate(x, 0), reference, rtol=0, atol=0)
+    torch.testing.assert_close(rotary.rotate(x, 0, fast=True), reference, rtol=1e-6, atol=1e-6)
 
 
 def test_bfloat16_fast_attention_equals_plain():
-    """bfloat16 has no complex type: the fast path falls back to eq. 34 written out."""
+    """bfloat16 has no complex type: the fast path rotates by eq. 34 in bfloat16."""
     attn = attention().to(torch.bfloat16)
     attn_mask, key_padding_mask = masks()["causal + right padding"]
     x = torch.randn(T, B, C).to(torch.bfloat16)
