@@ -7,7 +7,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="MIT",
-    packages=find_packages(include=["fairseq_rope", "fairseq_rope.*"]),
+    packages=find_packages(include=["fairseq_rope", "fairseq_rope.*", "fairseq_rope_cli", "fairseq_rope_cli.*"]),
     python_requires=">=3.10,<3.13",
     install_requires=[
         # fairseq's main branch with the dataclass fix for Python 3.11+, public source;
@@ -20,6 +20,16 @@ setup(
         "subword-nmt>=0.3.8",
         "sentencepiece>=0.1.99",
     ],
+    entry_points={
+        "console_scripts": [
+            "fairseq-rope-average = fairseq_rope_cli.average:main",
+            "fairseq-rope-prep = fairseq_rope_cli.prep:main",
+            "fairseq-rope-score = fairseq_rope_cli.score:main",
+            "fairseq-rope-results = fairseq_rope_cli.results:main",
+            "fairseq-rope-compare = fairseq_rope_cli.compare:main",
+            "fairseq-rope-plot-training = fairseq_rope_cli.plot_training:main",
+        ],
+    },
     extras_require={
         "plots": ["matplotlib>=3.7"],
         "test": ["pytest>=7"],

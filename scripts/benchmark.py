@@ -1,4 +1,4 @@
-#!/usr/bin/env python
+#!/usr/bin/env python3
 """rope_transformer vs fairseq's transformer, side by side, in one process, on the same batches.
 
 Both models are built through fairseq's own parser and translation task (a temporary data
@@ -66,16 +66,13 @@ import time
 import numpy as np
 import torch
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-USER_DIR = os.path.join(REPO, "fairseq_rope")
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
+import fairseq_rope  # the installed plugin (pip install -e . / scripts/setup_env.sh); registers rope_transformer
+from fairseq import options, tasks
+from fairseq.data import LanguagePairDataset
+from fairseq.modules import SinusoidalPositionalEmbedding
+from fairseq.sequence_generator import SequenceGenerator
 
-import fairseq_rope  # noqa: E402,F401  (registers rope_transformer)
-from fairseq import options, tasks  # noqa: E402
-from fairseq.data import LanguagePairDataset  # noqa: E402
-from fairseq.modules import SinusoidalPositionalEmbedding  # noqa: E402
-from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
+USER_DIR = os.path.dirname(fairseq_rope.__file__)
 
 MODELS = ("baseline", "rope")  # fairseq's transformer, rope_transformer
 SIZES = {  # --size: (fairseq arch, rope arch, flags)

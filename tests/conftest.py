@@ -1,18 +1,14 @@
 """Shared helpers: tiny fairseq translation tasks and models built through fairseq's own parsers."""
 
 import os
-import sys
 
 import pytest
 import torch
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-USER_DIR = os.path.join(REPO, "fairseq_rope")
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
+import fairseq_rope  # the installed plugin (pip install -e .); registers the model
+from fairseq import options, tasks
 
-import fairseq_rope  # noqa: E402,F401  (registers the model)
-from fairseq import options, tasks  # noqa: E402
+USER_DIR = os.path.dirname(fairseq_rope.__file__)
 
 VOCAB = [f"w{i}" for i in range(40)]
 

@@ -1,6 +1,7 @@
-"""scripts/compare.py (scores by source length, paired bootstrap, table, plot) and scripts/plot_training.py.
+"""fairseq-rope-compare (scores by source length, paired bootstrap, table, plot), fairseq-rope-plot-training
+and the length study's data maker.
 
-Fixtures (tests/fixtures/analysis/): src.en / ref.de are 120 pairs of scripts/make_sample_corpus.py
+Fixtures (tests/fixtures/analysis/): src.en / ref.de are 120 pairs of recipes/wmt14_en_de/make_sample_corpus.py
 (seed 7); hyp_a.de / hyp_b.de are the references with words dropped and swapped (fixed seeds), so
 the two "systems" differ by a few BLEU. fairseq_train_{json,simple}.log are the logs of one real
 fairseq-train run each (rope_transformer, 60 updates, --eval-bleu; the model dump is cut out).
@@ -17,22 +18,24 @@ import sacrebleu
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(REPO, "tests", "fixtures", "analysis")
-COMPARE = os.path.join(REPO, "scripts", "compare.py")
-PLOT_TRAINING = os.path.join(REPO, "scripts", "plot_training.py")
-SACREBLEU = os.path.join(os.path.dirname(sys.executable), "sacrebleu")
+BIN = os.path.dirname(sys.executable)
+COMPARE = os.path.join(BIN, "fairseq-rope-compare")
+PLOT_TRAINING = os.path.join(BIN, "fairseq-rope-plot-training")
+SACREBLEU = os.path.join(BIN, "sacrebleu")
 SRC, REF, HYP_A, HYP_B = (os.path.join(FIX, f) for f in ("src.en", "ref.de", "hyp_a.de", "hyp_b.de"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-sys.path.insert(0, os.path.join(REPO, "scripts"))
-import plot_training  # noqa: E402
+from fairseq_rope_cli import plot_training  # noqa: E402
 
 
-def run(script, *args, check=True):
+def run(command, *args, check=True):
+    """An installed command, or a recipe script (*.py) run by this interpreter."""
     env = dict(os.environ)
     env.pop("SACREBLEU_SEED", None)
-    result = subprocess.run([sys.executable, script, *map(str, args)], capture_output=True, text=True, env=env)
+    command = [sys.executable, command] if command.endswith(".py") else [command]
+    result = subprocess.run([*command, *map(str, args)], capture_output=True, text=True, env=env)
     if check and result.returncode:
-        raise AssertionError(f"{script} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(f"{command} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result
 
 
@@ -43,7 +46,7 @@ def lines(path):
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
-    """compare.py on the fixtures, baseline first: (result JSON, markdown, png path)."""
+    """fairseq-rope-compare on the fixtures, baseline first: (result JSON, markdown, png path)."""
     out = tmp_path_factory.mktemp("compare")
     run(COMPARE, "--src", SRC, "--ref", REF, "--hyp", f"base={HYP_A}", "--hyp", f"rope={HYP_B}",
         "--buckets", "5,10,20,30", "--out-md", out / "t.md", "--out-png", out / "t.png", "--out-json", out / "t.json",
@@ -160,7 +163,7 @@ def test_bad_buckets_and_reference_mismatch(tmp_path):
     assert r.returncode == 1 and f"the reference {short_ref} has 1 lines but the source {SRC} has 120" in r.stderr
 
 
-# --------------------------------------------------------------------------- plot_training.py
+# --------------------------------------------------------------------------- fairseq-rope-plot-training
 
 JSON_LOG, SIMPLE_LOG = (os.path.join(FIX, f"fairseq_train_{fmt}.log") for fmt in ("json", "simple"))
 
@@ -210,8 +213,8 @@ def test_plot_training_errors(tmp_path):
 
 # --------------------------------------------------------------------------- length_study_data.py
 
-LENGTH_DATA = os.path.join(REPO, "scripts", "length_study_data.py")
-MAKE_SAMPLE = os.path.join(REPO, "scripts", "make_sample_corpus.py")
+LENGTH_DATA = os.path.join(REPO, "recipes", "wmt14_en_de", "length_study_data.py")
+MAKE_SAMPLE = os.path.join(REPO, "recipes", "wmt14_en_de", "make_sample_corpus.py")
 
 
 def test_length_study_corpus(tmp_path):

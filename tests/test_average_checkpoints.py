@@ -1,4 +1,4 @@
-"""scripts/average_checkpoints.py through its command line, on small fairseq-shaped checkpoints."""
+"""fairseq-rope-average through its command line, on small fairseq-shaped checkpoints."""
 
 import argparse
 import collections
@@ -9,8 +9,9 @@ import sys
 import pytest
 import torch
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(REPO, "scripts", "average_checkpoints.py")
+from fairseq_rope.checkpoints import load_checkpoint
+
+AVERAGE = os.path.join(os.path.dirname(sys.executable), "fairseq-rope-average")
 
 
 def make_state(value=0.0, arch="transformer", names=("encoder.w", "decoder.w"), shape=(3, 4), seed=None):
@@ -36,7 +37,7 @@ def save(path, state):
 
 
 def run(*args, ok=True):
-    proc = subprocess.run([sys.executable, SCRIPT, *map(str, args)], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run([AVERAGE, *map(str, args)], capture_output=True, text=True)
     if ok:
         assert proc.returncode == 0, proc.stderr
     else:
@@ -45,9 +46,6 @@ def run(*args, ok=True):
 
 
 def load(path):
-    sys.path.insert(0, REPO)
-    from fairseq_rope.checkpoints import load_checkpoint
-
     return load_checkpoint(str(path))
 
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import torch
-from conftest import REPO
 
-SCRIPT = os.path.join(REPO, "scripts", "benchmark.py")
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+SCRIPT = os.path.join(SCRIPTS, "benchmark.py")
 TINY = ["--size", "tiny", "--vocab", "100", "--max-tokens", "128", "--mean-length", "8", "--max-length", "16",
         "--train-batches", "2", "--gen-sentences", "4", "--gen-batch-size", "2", "--warmup", "1", "--repeats", "1"]
 
@@ -61,10 +61,15 @@ def test_memory_probe_subprocess():
 
 def test_peak_memory_sees_torch_allocations():
     """The CPU method (VmHWM after resetting it) sees memory that torch allocates, which tracemalloc does not."""
-    sys.path.insert(0, os.path.join(REPO, "scripts"))
-    from benchmark import PeakMemory
-
-    with PeakMemory("cpu") as mem:
-        x = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
-        del x
-    assert mem.peak - mem.resting >= 60 * 2**20, (mem.peak, mem.resting)
+    code = """
+import torch
+from benchmark import PeakMemory
+with PeakMemory("cpu") as mem:
+    x = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+    del x
+print(mem.peak, mem.resting)
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=SCRIPTS, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    peak, resting = map(int, done.stdout.split()[-2:])
+    assert peak - resting >= 60 * 2**20, (peak, resting)

@@ -50,7 +50,7 @@ def step(script, env, ok=True, timeout=600):
 
 
 def make_corpus(path, train, valid=12, test=16):
-    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "make_sample_corpus.py"), "--out-dir", str(path),
+    subprocess.run([sys.executable, os.path.join(RECIPE, "make_sample_corpus.py"), "--out-dir", str(path),
                     "--train", str(train), "--valid", str(valid), "--test", str(test), "--seed", "7"],
                    check=True, capture_output=True)
     return path

@@ -4,23 +4,27 @@ SGML extraction, the hypothesis/reference count check, the results table and the
 import filecmp
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+import sacrebleu
+from sacremoses import MosesTokenizer
+
+from fairseq_rope_cli.prep import keep_pair
+from fairseq_rope_cli.score import compound_split
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = os.path.join(REPO, "scripts")
-SAMPLE = os.path.join(REPO, "recipes", "wmt14_en_de", "sample")
-sys.path.insert(0, SCRIPTS)
-
-from clean_corpus import keep_pair  # noqa: E402
-from score_translations import compound_split  # noqa: E402
+RECIPE = os.path.join(REPO, "recipes", "wmt14_en_de")
+SAMPLE = os.path.join(RECIPE, "sample")
+BIN = os.path.dirname(sys.executable)
 
 
 def tool(name, *args, ok=True, cwd=None):
-    proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, name), *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd or REPO)
+    """Runs an installed command (fairseq-rope-*, next to this interpreter) or a recipe script (*.py)."""
+    command = [sys.executable, os.path.join(RECIPE, name)] if name.endswith(".py") else [os.path.join(BIN, name)]
+    proc = subprocess.run([*command, *map(str, args)], capture_output=True, text=True, cwd=cwd or REPO)
     if ok:
         assert proc.returncode == 0, proc.stderr
     else:
@@ -55,7 +59,7 @@ def test_clean_corpus_cli(tmp_path):
     src = write(tmp_path / "in.en", ["a b c", "", "a  b   c d e f", "  x  y  ", " ".join(["w"] * 300), "one"])
     tgt = write(tmp_path / "in.de", ["A B", "leer", "A B", "X\tY", " ".join(["W"] * 300), "eins"])
     out_en, out_de = tmp_path / "out.en", tmp_path / "out.de"
-    proc = tool("clean_corpus.py", "--src", src, "--tgt", tgt, "--out-src", out_en, "--out-tgt", out_de)
+    proc = tool("fairseq-rope-prep", "clean", "--src", src, "--tgt", tgt, "--out-src", out_en, "--out-tgt", out_de)
     # kept: ratio 1.5, whitespace collapsed; dropped: empty side, ratio 3, 300 tokens
     assert read(out_en) == ["a b c", "x y", "one"]
     assert read(out_de) == ["A B", "X Y", "eins"]
@@ -66,7 +70,7 @@ def test_clean_corpus_cli(tmp_path):
 def test_clean_corpus_refuses_unequal_line_counts(tmp_path):
     src = write(tmp_path / "in.en", ["a", "b", "c"])
     tgt = write(tmp_path / "in.de", ["a", "b"])
-    proc = tool("clean_corpus.py", "--src", src, "--tgt", tgt, "--out-src", tmp_path / "o.en",
+    proc = tool("fairseq-rope-prep", "clean", "--src", src, "--tgt", tgt, "--out-src", tmp_path / "o.en",
                 "--out-tgt", tmp_path / "o.de", ok=False)
     assert f"{src} has 3 lines" in proc.stderr and f"{tgt} has 2 lines" in proc.stderr
     assert not (tmp_path / "o.en").exists()
@@ -83,11 +87,11 @@ def test_tokenize_detokenize_round_trip(tmp_path):
     ]
     raw = write(tmp_path / "raw.de", news + read_sample("test.de")[:200])
     tok, detok = tmp_path / "tok.de", tmp_path / "detok.de"
-    tool("moses_text.py", "tokenize", "--lang", "de", "-i", raw, "-o", tok, "--workers", 2)
+    tool("fairseq-rope-prep", "tokenize", "--lang", "de", "-i", raw, "-o", tok, "--workers", 2)
     tokens = read(tok)
     assert tokens[0].startswith("Der E @-@ Mail @-@ Verkehr kostet 3,50 Euro pro Monat ,")
     assert "&quot;" not in tokens[1] and tokens[1].startswith('" Wir sind bereit " ,')  # escape=False
-    tool("moses_text.py", "detokenize", "--lang", "de", "-i", tok, "-o", detok)
+    tool("fairseq-rope-prep", "detokenize", "--lang", "de", "-i", tok, "-o", detok)
     assert read(detok) == read(raw)
 
 
@@ -114,7 +118,7 @@ def test_sgm_extraction_matches_sacrebleu(tmp_path):
         '<seg id="2">Sie stehen keine 100 Meter voneinander entfernt &amp; so.</seg>\n'
         "</p>\n</doc>\n</srcset>\n", encoding="utf-8")
     ours, theirs = tmp_path / "ours.txt", tmp_path / "theirs.txt"
-    tool("sgm_to_text.py", sgm, ours)
+    tool("fairseq-rope-prep", "sgm", sgm, ours)
     FakeSGMLDataset._convert_format(FakeSGMLDataset.__new__(FakeSGMLDataset), str(sgm), str(theirs))
     assert read(ours) == read(theirs) == ["Gutach: Noch mehr Sicherheit für Fußgänger",
                                           "Sie stehen keine 100 Meter voneinander entfernt &amp; so."]
@@ -138,7 +142,7 @@ def test_score_translations_sorts_and_scores(tmp_path):
     gen.write_text(GENERATE_OUTPUT, encoding="utf-8")
     ref = write(tmp_path / "ref.de", ["Ein Auto, das von Menschen-gemacht ist.", "Der Hund schläft.", "Ich sehe."])
     out = tmp_path / "eval"
-    proc = tool("score_translations.py", "--generate-output", gen, "--ref", ref, "--lang", "de", "--out-dir", out,
+    proc = tool("fairseq-rope-score", "--generate-output", gen, "--ref", ref, "--lang", "de", "--out-dir", out,
                 "--arch", "transformer", "--checkpoint", "avg.pt", "--test-set", "toy")
     assert read(out / "hyps.tok.de") == ["ein Auto , das von Menschen @-@ gemacht ist .", "der Hund schläft .",
                                          "ich sehe ."]
@@ -147,7 +151,18 @@ def test_score_translations_sorts_and_scores(tmp_path):
     result = json.loads((out / "result.json").read_text())
     assert result["n_sentences"] == 3 and result["arch"] == "transformer" and result["test_set"] == "toy"
     assert result["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
-    assert 0 < result["sacrebleu"] < 100 and 0 < result["tokenized_bleu"] < 100  # lowercase first words
+    # sacreBLEU of the detokenized hypotheses against the raw references; the paper's BLEU on Moses-tokenized
+    # (-a, no escaping), compound-split text, whitespace tokens: both recomputed here from their definitions
+    refs = read(ref)
+    assert result["sacrebleu"] == round(sacrebleu.corpus_bleu(read(out / "hyps.detok.de"), [refs]).score, 2)
+    moses = MosesTokenizer(lang="de")
+    split = lambda line: re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", line)  # noqa: E731
+    refs_tok = [split(moses.tokenize(r, aggressive_dash_splits=True, escape=False, return_str=True)) for r in refs]
+    hyps_tok = [split(h) for h in read(out / "hyps.tok.de")]
+    assert "##AT##-##AT##" in refs_tok[0] and "##AT##-##AT##" in hyps_tok[0]
+    expected = sacrebleu.corpus_bleu(hyps_tok, [refs_tok], tokenize="none", force=True).score
+    assert result["tokenized_bleu"] == round(expected, 2) and 0 < expected < 100  # lowercase first words
+    assert result["tokenized_bleu"] != result["sacrebleu"]
     assert "signature: nrefs:1" in proc.stdout and "test set: toy" in proc.stdout
     assert "tokenized, compound-split BLEU (paper convention)" in proc.stdout
 
@@ -157,7 +172,7 @@ def test_score_translations_refuses_count_mismatch(tmp_path, n_ref):
     gen = tmp_path / "gen.out"
     gen.write_text(GENERATE_OUTPUT, encoding="utf-8")
     ref = write(tmp_path / "ref.de", ["x"] * n_ref)
-    proc = tool("score_translations.py", "--generate-output", gen, "--ref", ref, "--lang", "de",
+    proc = tool("fairseq-rope-score", "--generate-output", gen, "--ref", ref, "--lang", "de",
                 "--out-dir", tmp_path / "eval", ok=False)
     assert f"3 hypotheses in {gen}" in proc.stderr and f"{n_ref} reference lines in {ref}" in proc.stderr
     assert not (tmp_path / "eval" / "result.json").exists()
@@ -171,13 +186,13 @@ def test_results_table(tmp_path):
                                      n_sentences=3003, checkpoint="avg.pt", sacrebleu_signature="sig",
                                      test_set="newstest2014")))
         paths.append(p)
-    proc = tool("results_table.py", *paths, "--output", tmp_path / "t.md")
+    proc = tool("fairseq-rope-results", *paths, "--output", tmp_path / "t.md")
     lines = proc.stdout.splitlines()
     assert lines[2] == "| rope | rope_arch | 27.50 | 26.60 | 3003 | avg.pt |"
     assert lines[3] == "| base | base_arch | 27.30 | 26.40 | 3003 | avg.pt |"
     assert "sacreBLEU signature: `sig`; test set: newstest2014" in proc.stdout
     assert (tmp_path / "t.md").read_text() == proc.stdout
-    proc = tool("results_table.py", tmp_path / "missing.json", ok=False)
+    proc = tool("fairseq-rope-results", tmp_path / "missing.json", ok=False)
     assert "missing.json" in proc.stderr
 
 
@@ -189,7 +204,7 @@ def test_committed_sample_equals_generator_output(tmp_path):
         for lang in ("en", "de"):
             name = f"{split}.{lang}"
             assert filecmp.cmp(tmp_path / name, os.path.join(SAMPLE, name), shallow=False), \
-                f"{SAMPLE}/{name} differs from scripts/make_sample_corpus.py output: regenerate and commit it"
+                f"{SAMPLE}/{name} differs from recipes/wmt14_en_de/make_sample_corpus.py output: regenerate and commit it"
 
 
 def test_sample_corpus_shape():

@@ -16,6 +16,7 @@ CHECKPOINT_UPPER_BOUND=${CHECKPOINT_UPPER_BOUND:-}
 AVG_CHECKPOINT=${AVG_CHECKPOINT:-$SAVE_DIR/checkpoint_avg_last$AVERAGE_LAST.pt}
 need_int AVERAGE_LAST "$AVERAGE_LAST" 1
 [ -z "$CHECKPOINT_UPPER_BOUND" ] || need_int CHECKPOINT_UPPER_BOUND "$CHECKPOINT_UPPER_BOUND" 1
+need_cmd fairseq-rope-average "$ROPE_HINT"
 [ -d "$SAVE_DIR" ] || die "no checkpoint directory $SAVE_DIR (train $RUN_NAME first, or set SAVE_DIR)"
 
 if [ -f "$AVG_CHECKPOINT" ] && [ -z "$(find "$SAVE_DIR" -maxdepth 1 -name 'checkpoint_*_*.pt' -newer "$AVG_CHECKPOINT")" ]; then
@@ -23,5 +24,5 @@ if [ -f "$AVG_CHECKPOINT" ] && [ -z "$(find "$SAVE_DIR" -maxdepth 1 -name 'check
   exit 0
 fi
 log "averaging the last $AVERAGE_LAST update checkpoints of $SAVE_DIR -> $AVG_CHECKPOINT"
-"$PYTHON" "$SCRIPTS/average_checkpoints.py" --inputs "$SAVE_DIR" --num-update-checkpoints "$AVERAGE_LAST" \
+fairseq-rope-average --inputs "$SAVE_DIR" --num-update-checkpoints "$AVERAGE_LAST" \
   ${CHECKPOINT_UPPER_BOUND:+--checkpoint-upper-bound "$CHECKPOINT_UPPER_BOUND"} --output "$AVG_CHECKPOINT"

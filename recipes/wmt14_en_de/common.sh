@@ -3,7 +3,6 @@
 
 RECIPE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$RECIPE_DIR/../.." && pwd)
-SCRIPTS=$REPO_ROOT/scripts
 # --user-dir for every fairseq command, the baseline included: importing the plugin also
 # allowlists what fairseq checkpoints pickle, without which torch>=2.6 cannot load them.
 USER_DIR=${USER_DIR:-$REPO_ROOT/fairseq_rope}
@@ -98,6 +97,9 @@ detect_gpus() {
   fi
   echo 0
 }
+
+# The fairseq-rope-* commands come with the package (pip install -e REPO or scripts/setup_env.sh).
+ROPE_HINT="install fairseq-rope into this environment: pip install -e $REPO_ROOT"
 
 # The plugin must import before anything else runs with --user-dir.
 check_plugin() {

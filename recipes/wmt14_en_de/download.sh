@@ -101,7 +101,7 @@ find_one() {  # find_one DIR FILENAME: the single file called FILENAME under DIR
   echo "$hits"
 }
 
-need_cmd tar; need_cmd sha256sum; need_cmd md5sum
+need_cmd tar; need_cmd sha256sum; need_cmd md5sum; need_cmd fairseq-rope-prep "$ROPE_HINT"
 NAMES=(training-parallel-europarl-v7.tgz training-parallel-commoncrawl.tgz training-parallel-nc-v9.tgz
        wmt13-test.tgz wmt14-test-full.tgz)
 for name in "${NAMES[@]}"; do fetch "$name"; extract "$name"; done
@@ -131,7 +131,7 @@ sgm() {  # sgm SPLIT TARBALL EN_SGM DE_SGM EXPECTED_LINES
   local split=$1 dir=$X/$2 lang file n
   for lang in en de; do
     file=$( [ $lang = en ] && echo "$3" || echo "$4" )
-    [ -f "$RAW_OUT/$split.$lang" ] || "$PYTHON" "$SCRIPTS/sgm_to_text.py" "$(find_one "$dir" "$file")" "$RAW_OUT/$split.$lang"
+    [ -f "$RAW_OUT/$split.$lang" ] || fairseq-rope-prep sgm "$(find_one "$dir" "$file")" "$RAW_OUT/$split.$lang"
     n=$(line_count "$RAW_OUT/$split.$lang")
     [ "$n" = "$5" ] || die "$RAW_OUT/$split.$lang has $n lines, expected $5 (from $file)"
   done

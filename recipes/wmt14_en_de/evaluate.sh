@@ -27,6 +27,7 @@ one_of PRECISION "$PRECISION" auto fp16 bf16 fp32
 need_file "$DATA_BIN/recipe.env" "DATA_BIN/recipe.env (run prepare.sh first)"
 need_file "$CHECKPOINT" "CHECKPOINT (run train.sh and average.sh first)"
 need_cmd fairseq-generate "pip install fairseq-fixed"
+need_cmd fairseq-rope-score "$ROPE_HINT"
 check_plugin
 
 env_of() { sed -n "s/^$1=//p" "$DATA_BIN/recipe.env"; }
@@ -55,6 +56,6 @@ else
     --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" "${device_args[@]}"
   tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 fi
-"$PYTHON" "$SCRIPTS/score_translations.py" --generate-output "$GEN" --ref "$REF" --lang "$TGT" \
+fairseq-rope-score --generate-output "$GEN" --ref "$REF" --lang "$TGT" \
   --out-dir "$EVAL_DIR" --arch "$ARCH" --run-name "$RUN_NAME" --checkpoint "$CHECKPOINT" --test-set "$TEST_SET" \
   --extra "{\"beam\": $BEAM, \"lenpen\": $LENPEN, \"tokenizer\": \"$TOKENIZER\"}"

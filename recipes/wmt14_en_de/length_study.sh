@@ -7,7 +7,7 @@
 #   MAX_TRAIN_WORDS  15: longest training source, in whitespace-separated English words
 #   BUCKETS          10,15,20,25,30,40: test buckets in source words (1-10, 11-15, ..., 31-40, 41+)
 #   PER_BUCKET       100 test sentences per bucket
-#   TEST_SEED        2: scripts/make_sample_corpus.py seed of the test set (the bundled sample is
+#   TEST_SEED        2: make_sample_corpus.py seed of the test set (the bundled sample is
 #                    seed 1; test sentences that occur anywhere in the sample are skipped)
 #   WORK_DIR         <repo>/work/length_study_max$MAX_TRAIN_WORDS
 #   OUT_DIR          where length_study.md and length_study.png go (default: $WORK_DIR);
@@ -15,7 +15,7 @@
 #   ARCHS            "transformer rope_transformer" (the first is the baseline of the comparison)
 #   MAX_UPDATE       1000 (pinned here, so that the study does not move with sample.sh's default)
 # Every knob of sample.sh (MODEL_ARGS, MAX_UPDATE, LR, ...) and of its steps applies. The corpus
-# is made by scripts/length_study_data.py, the comparison by scripts/compare.py. Re-running skips
+# is made by length_study_data.py (beside this script), the comparison by fairseq-rope-compare. Re-running skips
 # finished stages; changing MAX_TRAIN_WORDS uses another WORK_DIR.
 set -euo pipefail
 WORK_DIR_SET=${WORK_DIR:-}  # before common.sh, which gives WORK_DIR the full recipe's default
@@ -26,6 +26,7 @@ BUCKETS=${BUCKETS:-10,15,20,25,30,40}
 PER_BUCKET=${PER_BUCKET:-100}
 TEST_SEED=${TEST_SEED:-2}
 need_int MAX_TRAIN_WORDS "$MAX_TRAIN_WORDS" 1
+need_cmd fairseq-rope-compare "$ROPE_HINT"
 need_int PER_BUCKET "$PER_BUCKET" 1
 need_int TEST_SEED "$TEST_SEED" 0
 [[ "$BUCKETS" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BUCKETS must look like 10,15,20 (source words), got '$BUCKETS'"
@@ -38,11 +39,11 @@ RAW=$WORK_DIR/raw
 start=$SECONDS
 
 settings="sample=$SAMPLE_DIR $(cd "$SAMPLE_DIR" && cksum train.en train.de valid.en valid.de test.en | tr '\n' ' ')
-generator=$(cksum < "$SCRIPTS/make_sample_corpus.py")
+generator=$(cksum < "$RECIPE_DIR/make_sample_corpus.py")
 max_train_words=$MAX_TRAIN_WORDS buckets=$BUCKETS per_bucket=$PER_BUCKET test_seed=$TEST_SEED"
 if ! { [ -d "$RAW" ] && done_ok "$RAW" "$settings"; }; then
   log "building the study corpus in $RAW (train <= $MAX_TRAIN_WORDS words; test: $PER_BUCKET per bucket of $BUCKETS)"
-  "$PYTHON" "$SCRIPTS/length_study_data.py" --sample-dir "$SAMPLE_DIR" --out-dir "$RAW" \
+  "$PYTHON" "$RECIPE_DIR/length_study_data.py" --sample-dir "$SAMPLE_DIR" --out-dir "$RAW" \
     --max-train-words "$MAX_TRAIN_WORDS" --buckets "$BUCKETS" --per-bucket "$PER_BUCKET" --test-seed "$TEST_SEED"
   mark_done "$RAW" "$settings"
 fi
@@ -64,7 +65,7 @@ results=()
 for arch in $ARCHS; do results+=(--result "$arch=$WORK_DIR/eval/$arch/result.json"); done
 mkdir -p "$OUT_DIR"
 cd "$REPO_ROOT"  # paths in the table relative to the repository
-"$PYTHON" "$SCRIPTS/compare.py" --src "$RAW/test.$SRC" "${results[@]}" --buckets "$BUCKETS" \
+fairseq-rope-compare --src "$RAW/test.$SRC" "${results[@]}" --buckets "$BUCKETS" \
   --train-max-words "$MAX_TRAIN_WORDS" --title "Length extrapolation: trained on sources of at most $MAX_TRAIN_WORDS words" \
   --note "$model_note" --note "$bpe_note" \
   --out-md "$OUT_DIR/length_study.md" --out-png "$OUT_DIR/length_study.png" --out-json "$WORK_DIR/length_study.json"

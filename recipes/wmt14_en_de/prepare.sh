@@ -45,6 +45,7 @@ need_num CLEAN_RATIO "$CLEAN_RATIO"
 need_int WORKERS "$WORKERS" 1
 need_cmd "$PYTHON" "set PYTHON or activate the virtual environment"
 need_cmd fairseq-preprocess "pip install fairseq-fixed"
+need_cmd fairseq-rope-prep "$ROPE_HINT"
 [ "$TOKENIZER" = spm ] || need_cmd subword-nmt "pip install subword-nmt"
 
 if [ -z "${RAW_DIR:-}" ]; then
@@ -83,7 +84,7 @@ for split in train valid test; do
     out=$PREP_DIR/tok/$split.$lang
     if [ -f "$out" ]; then log "tokenized already: $out"; continue; fi
     log "tokenizing $RAW_DIR/$split.$lang -> $out ($WORKERS workers)"
-    "$PYTHON" "$SCRIPTS/moses_text.py" tokenize --lang "$lang" -i "$RAW_DIR/$split.$lang" -o "$out" --workers "$WORKERS"
+    fairseq-rope-prep tokenize --lang "$lang" -i "$RAW_DIR/$split.$lang" -o "$out" --workers "$WORKERS"
   done
 done
 
@@ -91,7 +92,7 @@ done
 mkdir -p "$PREP_DIR/clean"
 if [ ! -f "$PREP_DIR/clean/train.$TGT" ]; then
   log "cleaning training pairs -> $PREP_DIR/clean/train.{$SRC,$TGT}"
-  "$PYTHON" "$SCRIPTS/clean_corpus.py" --src "$PREP_DIR/tok/train.$SRC" --tgt "$PREP_DIR/tok/train.$TGT" \
+  fairseq-rope-prep clean --src "$PREP_DIR/tok/train.$SRC" --tgt "$PREP_DIR/tok/train.$TGT" \
     --out-src "$PREP_DIR/clean/train.$SRC.part" --out-tgt "$PREP_DIR/clean/train.$TGT.part" \
     --min "$CLEAN_MIN" --max "$CLEAN_MAX" --ratio "$CLEAN_RATIO"
   mv -f "$PREP_DIR/clean/train.$SRC.part" "$PREP_DIR/clean/train.$SRC"
@@ -126,7 +127,7 @@ if [ "$TOKENIZER" = bpe ]; then
 else
   if [ ! -f "$SUB/spm.model" ]; then
     log "training a joint sentencepiece $SPM_MODEL_TYPE model, vocabulary $SPM_VOCAB_SIZE -> $SUB/spm.model"
-    "$PYTHON" "$SCRIPTS/spm_subword.py" train --inputs "$PREP_DIR/clean/train.$SRC" "$PREP_DIR/clean/train.$TGT" \
+    fairseq-rope-prep spm-train --inputs "$PREP_DIR/clean/train.$SRC" "$PREP_DIR/clean/train.$TGT" \
       --model-prefix "$SUB/spm" --vocab-size "$SPM_VOCAB_SIZE" --model-type "$SPM_MODEL_TYPE" \
       --input-sentence-size "$SPM_INPUT_SENTENCES" --threads "$WORKERS"
   fi
@@ -135,7 +136,7 @@ else
       out=$SUB/$split.$lang
       [ -f "$out" ] && continue
       log "encoding $(input_of $split $lang) -> $out"
-      "$PYTHON" "$SCRIPTS/spm_subword.py" encode --model "$SUB/spm.model" -i "$(input_of $split $lang)" -o "$out"
+      fairseq-rope-prep spm-encode --model "$SUB/spm.model" -i "$(input_of $split $lang)" -o "$out"
     done
   done
 fi

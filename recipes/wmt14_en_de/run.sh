@@ -16,6 +16,7 @@ PARALLEL_RUNS=${PARALLEL_RUNS:-1}
 THREADS_PER_RUN=${THREADS_PER_RUN:-1}
 [ -n "${ARCHS// /}" ] || die "ARCHS is empty: name at least one architecture"
 need_int PARALLEL_RUNS "$PARALLEL_RUNS" 1
+need_cmd fairseq-rope-results "$ROPE_HINT"
 need_int THREADS_PER_RUN "$THREADS_PER_RUN" 1
 unset RUN_NAME SAVE_DIR EVAL_DIR CHECKPOINT AVG_CHECKPOINT  # set per architecture below
 export WORK_DIR
@@ -52,5 +53,5 @@ else
   [ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]} (see the {arch}-prefixed lines above and $WORK_DIR/checkpoints/<arch>/train.log)"
 fi
 log "=== results ($WORK_DIR/results.md) ==="
-"$PYTHON" "$SCRIPTS/results_table.py" "${results[@]}" --output "$WORK_DIR/results.md"
+fairseq-rope-results "${results[@]}" --output "$WORK_DIR/results.md"
 log "all stages done in $SECONDS s"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The offline sample run: the whole recipe (run.sh) on the bundled English-German sample
-# corpus (sample/, written by scripts/make_sample_corpus.py), with a tiny RoPE Transformer and
+# corpus (sample/, written by make_sample_corpus.py beside it), with a tiny RoPE Transformer and
 # a tiny baseline Transformer trained with identical settings on CPU. No network needed;
 # ~10 minutes on 2 CPU cores. Prints the comparison table at the end.
 #

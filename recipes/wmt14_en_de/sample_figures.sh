@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Figures of the offline sample run (sample.sh, which this runs first: finished stages are skipped):
 #   $OUT_DIR/sample_curves.png     train loss, valid loss (and valid BLEU if logged) against updates,
-#                                  RoPE and baseline on one chart (scripts/plot_training.py)
+#                                  RoPE and baseline on one chart (fairseq-rope-plot-training)
 #   $OUT_DIR/sample_by_length.png  sacreBLEU and chrF by source length, RoPE vs baseline, on the
-#   $OUT_DIR/sample_by_length.md   sample's test set, with paired bootstrap p-values (scripts/compare.py)
+#   $OUT_DIR/sample_by_length.md   sample's test set, with paired bootstrap p-values (fairseq-rope-compare)
 # Knobs:
 #   OUT_DIR   default: $WORK_DIR (work/sample); OUT_DIR=docs regenerates the committed docs/ figures
 #   BUCKETS   10,20,30 (source words: 1-10, 11-20, 21-30, 31+)
@@ -20,6 +20,7 @@ OUT_DIR=${OUT_DIR:-$WORK_DIR}
 BUCKETS=${BUCKETS:-10,20,30}
 [[ "$BUCKETS" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BUCKETS must look like 10,20,30 (source words), got '$BUCKETS'"
 
+need_cmd fairseq-rope-plot-training "$ROPE_HINT"; need_cmd fairseq-rope-compare "$ROPE_HINT"
 bash "$RECIPE_DIR/sample.sh"
 
 mkdir -p "$OUT_DIR"
@@ -29,11 +30,11 @@ for arch in $ARCHS; do
   logs+=("$arch=$WORK_DIR/checkpoints/$arch/train.log")
   results+=(--result "$arch=$WORK_DIR/eval/$arch/result.json")
 done
-"$PYTHON" "$SCRIPTS/plot_training.py" "${logs[@]}" --out "$OUT_DIR/sample_curves.png" \
+fairseq-rope-plot-training "${logs[@]}" --out "$OUT_DIR/sample_curves.png" \
   --title "Offline sample: training curves (sample.sh)"
 first_arch=${ARCHS%% *}
 max_update=$(sed -n 's/.* max_update=\([0-9]*\).*/\1/p' "$WORK_DIR/checkpoints/$first_arch/.done")
-"$PYTHON" "$SCRIPTS/compare.py" --src "$RAW_DIR/test.$SRC" "${results[@]}" --buckets "$BUCKETS" \
+fairseq-rope-compare --src "$RAW_DIR/test.$SRC" "${results[@]}" --buckets "$BUCKETS" \
   --note "Models: sample.sh's, $max_update updates, identical settings for every arch; checkpoints: average of the last ${AVERAGE_LAST:-5}." \
   --title "Offline sample: quality by source length (sample.sh)" \
   --out-md "$OUT_DIR/sample_by_length.md" --out-png "$OUT_DIR/sample_by_length.png"

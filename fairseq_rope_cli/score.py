@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
-"""Scores fairseq-generate output against the raw reference file; writes hypotheses and a JSON result.
+"""fairseq-rope-score: scores fairseq-generate output against the raw reference file; writes hypotheses and a JSON result.
 
-    score_translations.py --generate-output gen.out --ref raw/test.de --lang de --out-dir DIR \
+    fairseq-rope-score --generate-output gen.out --ref raw/test.de --lang de --out-dir DIR \
         [--arch NAME] [--checkpoint PATH] [--test-set "newstest2014 (wmt14/full, en-de)"] [--json DIR/result.json]
 
 Steps:
@@ -26,12 +25,12 @@ import argparse
 import json
 import os
 import re
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from .common import InputError, atomic_output, write_lines
+from .prep import detokenize_line, tokenize_line
 
-from moses_text import detokenize_line, tokenize_line  # noqa: E402
+PROG = "fairseq-rope-score"
 
 COMPOUND = re.compile(r"(\S)-(\S)")
 
@@ -39,10 +38,6 @@ COMPOUND = re.compile(r"(\S)-(\S)")
 def compound_split(line):
     """Applies s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g (perl's /g: matches do not overlap)."""
     return COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
-
-
-class CountMismatch(SystemExit):
-    pass
 
 
 def read_hypotheses(generate_output, n_ref, ref_path):
@@ -54,30 +49,24 @@ def read_hypotheses(generate_output, n_ref, ref_path):
                 head, _score, *text = line.rstrip("\n").split("\t")
                 idx = int(head[2:])
                 if idx in hyps:
-                    raise SystemExit(f"score_translations.py: sentence id {idx} appears twice in {generate_output}")
+                    raise InputError(PROG, f"sentence id {idx} appears twice in {generate_output}")
                 hyps[idx] = text[0] if text else ""
     if len(hyps) != n_ref:
-        raise CountMismatch(
-            f"score_translations.py: {len(hyps)} hypotheses in {generate_output} but {n_ref} reference lines in "
+        raise InputError(
+            PROG, f"{len(hyps)} hypotheses in {generate_output} but {n_ref} reference lines in "
             f"{ref_path}: fairseq-generate skipped or duplicated sentences (use --required-batch-size-multiple 1, "
             f"check --max-len/--skip-invalid-size-inputs-valid-test), or the reference is not this test set")
     if sorted(hyps) != list(range(n_ref)):
         bad = sorted(set(hyps) - set(range(n_ref)))[:5]
-        raise SystemExit(f"score_translations.py: hypothesis ids in {generate_output} are not 0..{n_ref - 1} "
+        raise InputError(PROG, f"hypothesis ids in {generate_output} are not 0..{n_ref - 1} "
                          f"(e.g. {bad})")
     return [hyps[i] for i in range(n_ref)]
 
 
-def write_lines(path, lines):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for line in lines:
-            f.write(line + "\n")
-    os.replace(tmp, path)
-
-
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     ap.add_argument("--generate-output", required=True, help="stdout of fairseq-generate")
     ap.add_argument("--ref", required=True, help="raw (untokenized) reference file, one sentence per line")
     ap.add_argument("--lang", required=True, help="target language (for the Moses tokenizer/detokenizer)")
@@ -91,7 +80,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     for flag, path in (("--generate-output", args.generate_output), ("--ref", args.ref)):
         if not os.path.isfile(path):
-            sys.exit(f"score_translations.py: {flag} file not found: {path}")
+            raise InputError(PROG, f"{flag} file not found: {path}")
     import sacrebleu
 
     with open(args.ref, encoding="utf-8", newline="\n") as f:
@@ -133,11 +122,9 @@ def main(argv=None):
     }
     result.update(json.loads(args.extra))
     json_path = args.json or os.path.join(args.out_dir, "result.json")
-    tmp = json_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_output(json_path) as f:
         json.dump(result, f, indent=2, ensure_ascii=False)
         f.write("\n")
-    os.replace(tmp, json_path)
 
     name = args.run_name or args.arch or "model"
     print(f"[score] {name}: {len(refs)} sentences; test set: {args.test_set or args.ref}; raw reference {args.ref}")

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Builds the corpus of the length-extrapolation study (recipes/wmt14_en_de/length_study.sh).
 
-    length_study_data.py --sample-dir recipes/wmt14_en_de/sample --out-dir work/length_study/raw \
+    python recipes/wmt14_en_de/length_study_data.py --sample-dir recipes/wmt14_en_de/sample --out-dir work/length_study/raw \
         --max-train-words 15 --buckets 10,15,20,25,30,40 --per-bucket 100 [--test-seed 2] [--pool 20000]
 
   train, valid  the bundled sample's pairs whose English side has at most --max-train-words
-                whitespace-separated words (the same length measure as compare.py's buckets);
-  test          a length-stratified test set from scripts/make_sample_corpus.py's grammar with
+                whitespace-separated words (the same length measure as fairseq-rope-compare's buckets);
+  test          a length-stratified test set from make_sample_corpus.py's grammar with
                 another seed (--test-seed): its first --pool generated pairs, in order, minus any
                 whose English sentence occurs anywhere in the bundled sample, keeping the first
                 --per-bucket pairs of every source-length bucket (1-10, 11-15, ..., 41+ for the
@@ -20,10 +20,9 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import make_sample_corpus  # noqa: E402
-from compare import bucket_bounds, parse_buckets  # noqa: E402
+import make_sample_corpus  # beside this script (the recipe's folder is on sys.path when it runs)
+from fairseq_rope_cli.common import write_lines
+from fairseq_rope_cli.compare import bucket_bounds, parse_buckets
 
 PROG = "length_study_data.py"
 
@@ -84,7 +83,7 @@ def main(argv=None):
     os.makedirs(args.out_dir, exist_ok=True)
     for split, pairs in out.items():
         for i, lang in enumerate(("en", "de")):
-            make_sample_corpus.write_atomic(os.path.join(args.out_dir, f"{split}.{lang}"), [p[i] for p in pairs])
+            write_lines(os.path.join(args.out_dir, f"{split}.{lang}"), [p[i] for p in pairs])
     longest = max(words(en) for en, _ in out["train"])
     report = [
         f"Length study corpus ({PROG} {' '.join(argv if argv is not None else sys.argv[1:])})",
@@ -98,7 +97,7 @@ def main(argv=None):
     if short:
         report.append(f"WARNING: fewer than {args.per_bucket} test pairs in bucket(s) {', '.join(short)}: "
                       f"raise --pool for more")
-    make_sample_corpus.write_atomic(os.path.join(args.out_dir, "README"), report)
+    write_lines(os.path.join(args.out_dir, "README"), report)
     for line in report:
         print(f"[{PROG}] {line}", file=sys.stderr)
 

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
-"""Averages the parameters of fairseq checkpoints (Vaswani et al.: "the last 5 checkpoints").
+"""fairseq-rope-average: averages the parameters of fairseq checkpoints (Vaswani et al.: "the last 5 checkpoints").
 
-    average_checkpoints.py --inputs CKPT_DIR --num-update-checkpoints 5 --output avg.pt
-    average_checkpoints.py --inputs CKPT_DIR --num-epoch-checkpoints 5 [--checkpoint-upper-bound 40] --output avg.pt
-    average_checkpoints.py --inputs a.pt b.pt c.pt --output avg.pt
+    fairseq-rope-average --inputs CKPT_DIR --num-update-checkpoints 5 --output avg.pt
+    fairseq-rope-average --inputs CKPT_DIR --num-epoch-checkpoints 5 [--checkpoint-upper-bound 40] --output avg.pt
+    fairseq-rope-average --inputs a.pt b.pt c.pt --output avg.pt
 
 Same command line and averaging rule as fairseq's scripts/average_checkpoints.py, which is not
 shipped in the fairseq wheel and cannot load checkpoints under torch >= 2.6. Here:
@@ -26,47 +25,13 @@ checkpoint_<EPOCH>_<UPDATE>.pt files are sorted by that number, those above
 
 import argparse
 import collections
-import importlib.util
 import os
 import re
 import sys
 
-import torch
+from .common import InputError, atomic_output
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _plugin_loader():
-    """fairseq_rope.checkpoints.load_checkpoint: torch.load(weights_only=True) with the plugin's allowlist.
-
-    The module is loaded from its file when it can be (it needs only torch and numpy), which
-    saves importing all of fairseq through the package; otherwise through the package.
-    """
-    path = os.path.join(REPO, "fairseq_rope", "checkpoints.py")
-    try:
-        spec = importlib.util.spec_from_file_location("_fairseq_rope_checkpoints", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.load_checkpoint
-    except Exception:
-        if REPO not in sys.path:
-            sys.path.insert(0, REPO)
-        try:
-            from fairseq_rope.checkpoints import load_checkpoint
-        except ImportError as error:
-            sys.exit(f"average_checkpoints.py: cannot import fairseq_rope from {REPO} (needed for safe loading): "
-                     f"{error}")
-        return load_checkpoint
-
-
-def _load(path):
-    global _loader
-    if _loader is None:
-        _loader = _plugin_loader()
-    return _loader(path, map_location="cpu")
-
-
-_loader = None
+PROG = "fairseq-rope-average"
 
 
 def last_n_checkpoints(directory, n, update_based, upper_bound=None):
@@ -83,7 +48,7 @@ def last_n_checkpoints(directory, n, update_based, upper_bound=None):
     if len(found) < n:
         kind = "checkpoint_<epoch>_<update>.pt" if update_based else "checkpoint<epoch>.pt"
         bound = f" with number <= {upper_bound}" if upper_bound is not None else ""
-        raise SystemExit(f"average_checkpoints.py: found {len(found)} {kind} files{bound} in {directory}, "
+        raise InputError(PROG, f"found {len(found)} {kind} files{bound} in {directory}, "
                          f"need {n}: {', '.join(name for _, name in found) or 'none'}")
     return [os.path.join(directory, name) for _, name in found[:n]]
 
@@ -103,16 +68,20 @@ def model_arch(state):
 
 def average_checkpoints(inputs, log=print):
     """Returns the state of ``inputs[0]`` with ``state["model"]`` replaced by the element-wise mean."""
+    import torch
+
+    from fairseq_rope.checkpoints import load_checkpoint  # torch.load(weights_only=True), the plugin's allowlist
+
     if not inputs:
-        raise SystemExit("average_checkpoints.py: no input checkpoints")
+        raise InputError(PROG, "no input checkpoints")
     first_state, first_path, first_arch = None, None, None
     sums = collections.OrderedDict()
     dtypes = {}
     for path in inputs:
-        log(f"[average_checkpoints] reading {path}")
-        state = _load(path)
+        log(f"[{PROG}] reading {path}")
+        state = load_checkpoint(path)
         if "model" not in state:
-            raise SystemExit(f"average_checkpoints.py: {path} has no 'model' entry: not a fairseq checkpoint")
+            raise InputError(PROG, f"{path} has no 'model' entry: not a fairseq checkpoint")
         params = state["model"]
         arch = model_arch(state)
         if first_state is None:
@@ -125,20 +94,20 @@ def average_checkpoints(inputs, log=print):
                     sums[name] = tensor.detach().clone()
             continue
         if arch != first_arch:
-            raise SystemExit(f"average_checkpoints.py: architectures differ: {first_path} is {first_arch!r}, "
+            raise InputError(PROG, f"architectures differ: {first_path} is {first_arch!r}, "
                              f"{path} is {arch!r}")
         names, first_names = list(params.keys()), list(sums.keys())
         if names != first_names:
             missing = [k for k in first_names if k not in params][:5]
             extra = [k for k in names if k not in sums][:5]
             detail = f"missing {missing}, unexpected {extra}" if (missing or extra) else "same names, different order"
-            raise SystemExit(f"average_checkpoints.py: parameter names differ between {first_path} and {path}: {detail}")
+            raise InputError(PROG, f"parameter names differ between {first_path} and {path}: {detail}")
         for name, tensor in params.items():
             if tensor.shape != sums[name].shape:
-                raise SystemExit(f"average_checkpoints.py: parameter {name} has shape {tuple(sums[name].shape)} in "
+                raise InputError(PROG, f"parameter {name} has shape {tuple(sums[name].shape)} in "
                                  f"{first_path} but {tuple(tensor.shape)} in {path}")
             if tensor.is_floating_point() != sums[name].is_floating_point():
-                raise SystemExit(f"average_checkpoints.py: parameter {name} is {dtypes[name]} in {first_path} "
+                raise InputError(PROG, f"parameter {name} is {dtypes[name]} in {first_path} "
                                  f"but {tensor.dtype} in {path}")
             sums[name] += tensor.detach().to(sums[name].dtype)
         del state, params
@@ -153,7 +122,9 @@ def average_checkpoints(inputs, log=print):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     ap.add_argument("--inputs", required=True, nargs="+",
                     help="checkpoint files, or one directory with --num-epoch/update-checkpoints")
     ap.add_argument("--output", required=True, metavar="FILE", help="where to write the averaged checkpoint")
@@ -192,17 +163,13 @@ def main(argv=None):
     if not os.path.isdir(out_dir):
         ap.error(f"directory of --output does not exist: {out_dir}")
 
-    print(f"[average_checkpoints] averaging {len(inputs)} checkpoints: {', '.join(inputs)}", file=sys.stderr)
+    print(f"[{PROG}] averaging {len(inputs)} checkpoints: {', '.join(inputs)}", file=sys.stderr)
     state = average_checkpoints(inputs, log=lambda msg: print(msg, file=sys.stderr))
-    tmp = os.path.join(out_dir, f".{os.path.basename(out_real)}.tmp.{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-        os.replace(tmp, out_real)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    print(f"[average_checkpoints] wrote {args.output}", file=sys.stderr)
+    import torch
+
+    with atomic_output(out_real, "wb", suffix=f".tmp.{os.getpid()}") as f:
+        torch.save(state, f)
+    print(f"[{PROG}] wrote {args.output}", file=sys.stderr)
 
 
 if __name__ == "__main__":

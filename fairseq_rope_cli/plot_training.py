@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
-"""Plots training curves from fairseq-train logs: train loss, valid loss and valid BLEU against updates.
+"""fairseq-rope-plot-training: plots training curves from fairseq-train logs: train loss, valid loss and valid BLEU against updates.
 
-    plot_training.py rope=work/sample/checkpoints/rope/train.log baseline=work/sample/checkpoints/transformer \
+    fairseq-rope-plot-training rope=work/sample/checkpoints/rope/train.log baseline=work/sample/checkpoints/transformer \
         --out curves.png [--loss loss|nll_loss] [--valid-subset valid] [--title T]
 
 Each run is NAME=PATH (or just PATH, named after its directory); PATH is a log file or a
@@ -27,14 +26,11 @@ import os
 import re
 import sys
 
-PROG = "plot_training.py"
+from .common import InputError, parse_named, save_figure
+
+PROG = "fairseq-rope-plot-training"
 LINE = re.compile(r"\|\s*INFO\s*\|\s*(?P<tag>[\w.\-]+)\s*\|\s*(?P<msg>.*?)\s*$")
 SIMPLE_INNER = re.compile(r"^epoch \d+:\s+\d+\s*/\s*\d+\s+(?P<stats>.*)$")
-
-
-class InputError(SystemExit):
-    def __init__(self, message):
-        super().__init__(f"{PROG}: error: {message}")
 
 
 def _number(value):
@@ -101,12 +97,14 @@ def series(records, kind, key):
     return [u for u, _ in points], [v for _, v in points]
 
 
+def run_name(path):
+    """A run's default name: its directory's name (the log's directory for a log file)."""
+    base = path.rstrip("/")
+    return os.path.basename(base if os.path.isdir(base) else os.path.dirname(os.path.abspath(base))) or base
+
+
 def resolve(spec):
-    name, sep, path = spec.partition("=")
-    if not sep:
-        path = spec
-        base = path.rstrip("/")
-        name = os.path.basename(base if os.path.isdir(base) else os.path.dirname(os.path.abspath(base))) or base
+    name, path = parse_named(spec, default_name=run_name)
     if os.path.isdir(path):
         path = os.path.join(path, "train.log")
     return name, path
@@ -143,23 +141,6 @@ def plot(runs, out, loss_key="loss", title="Training curves"):
     save_figure(fig, axes[0], title, min(len(runs), 5), out)
 
 
-def save_figure(fig, legend_axes, title, ncol, path):
-    """Title and legend (of ``legend_axes``' series) in a band of fixed height above the panels,
-    then the PNG written atomically and the figure closed. Shared with compare.py."""
-    import matplotlib.pyplot as plt
-
-    handles, labels = legend_axes.get_legend_handles_labels()
-    height = fig.get_figheight()  # title and legend take a fixed height in inches
-    fig.legend(handles, labels, loc="upper center", ncol=ncol, fontsize=9,
-               bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
-    fig.suptitle(title, fontsize=11, y=1 - 0.03 / height)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -174,15 +155,15 @@ def main(argv=None):
     resolved = [resolve(spec) for spec in args.runs]
     missing = [f"log of run '{n}': {p}" for n, p in resolved if not os.path.isfile(p)]
     if missing:
-        raise InputError("file(s) not found:\n  " + "\n  ".join(missing))
+        raise InputError(PROG, "file(s) not found:\n  " + "\n  ".join(missing))
     names = [n for n, _ in resolved]
     if len(set(names)) != len(names):
-        raise InputError(f"run names must be unique, got {', '.join(names)} (name them: NAME=PATH)")
+        raise InputError(PROG, f"run names must be unique, got {', '.join(names)} (name them: NAME=PATH)")
     runs = []
     for name, path in resolved:
         records = parse_log(path, args.valid_subset)
         if not records["train_inner"] and not records["train"] and not records["valid"]:
-            raise InputError(f"no fairseq training statistics in {path} (run '{name}'): expected lines of "
+            raise InputError(PROG, f"no fairseq training statistics in {path} (run '{name}'): expected lines of "
                              f"fairseq-train with --log-format json or simple")
         n_train = len(records["train_inner"]) or len(records["train"])
         bleu = sum("bleu" in s for s in records["valid"].values())

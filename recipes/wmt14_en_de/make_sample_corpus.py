@@ -21,7 +21,7 @@ What the grammar covers (enough that a German reader recognises real translation
     extraposed after the verb (Ich habe den Mann gesehen, der ein Buch liest.).
 Lengths run from 2-3 words to 40+ (up to four clauses).
 
-Usage: make_sample_corpus.py --out-dir DIR [--seed 1] [--train N] [--valid N] [--test N]
+Usage: python recipes/wmt14_en_de/make_sample_corpus.py --out-dir DIR [--seed 1] [--train N] [--valid N] [--test N]
 Writes DIR/{train,valid,test}.{en,de}; no sentence of valid/test occurs in train.
 """
 
@@ -30,6 +30,8 @@ import os
 import random
 import sys
 from dataclasses import dataclass, field, replace
+
+from fairseq_rope_cli.common import write_lines  # atomic: tmp file, then rename
 
 PERSONS = ("1sg", "2sg", "3sg", "1pl", "3pl")
 CASES = ("nom", "acc", "dat")
@@ -733,14 +735,6 @@ def generate(seed, n_train, n_valid, n_test):
     return {"test": pairs[:n_test], "valid": pairs[n_test:n_test + n_valid], "train": pairs[n_test + n_valid:]}
 
 
-def write_atomic(path, lines):
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for line in lines:
-            f.write(line + "\n")
-    os.replace(tmp, path)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out-dir", required=True)
@@ -756,7 +750,7 @@ def main(argv=None):
     splits = generate(args.seed, args.train, args.valid, args.test)
     for split, pairs in splits.items():
         for i, lang in enumerate(("en", "de")):
-            write_atomic(os.path.join(args.out_dir, f"{split}.{lang}"), [p[i] for p in pairs])
+            write_lines(os.path.join(args.out_dir, f"{split}.{lang}"), [p[i] for p in pairs])
     n_words = [len(en.split()) for pairs in splits.values() for en, _ in pairs]
     print(f"[make_sample_corpus] seed {args.seed}: wrote {args.out_dir}/{{train,valid,test}}.{{en,de}} "
           f"({len(splits['train'])}/{len(splits['valid'])}/{len(splits['test'])} pairs, "

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
-"""Renders result JSON files of score_translations.py as one markdown table.
+"""fairseq-rope-results: renders result JSON files of fairseq-rope-score as one markdown table.
 
-    results_table.py RESULT.json [RESULT.json ...] [--output table.md]
+    fairseq-rope-results RESULT.json [RESULT.json ...] [--output table.md]
 
 Rows keep the order of the arguments. Columns: run, architecture, tokenized compound-split
 BLEU (the paper's convention), sacreBLEU, sentences, checkpoint; the sacreBLEU signatures and
@@ -12,6 +11,10 @@ import argparse
 import json
 import os
 import sys
+
+from .common import InputError, atomic_output
+
+PROG = "fairseq-rope-results"
 
 
 def short_path(path):
@@ -39,30 +42,30 @@ def render(results):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("results", nargs="+")
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap.add_argument("results", nargs="+", metavar="RESULT.json", help="result JSON files of fairseq-rope-score")
     ap.add_argument("--output", help="also write the table to this file")
     args = ap.parse_args(argv)
     results = []
     for path in args.results:
         if not os.path.isfile(path):
-            sys.exit(f"results_table.py: result file not found: {path}")
+            raise InputError(PROG, f"result file not found: {path}")
         try:
             with open(path, encoding="utf-8") as f:
                 result = json.load(f)
         except json.JSONDecodeError as error:
-            sys.exit(f"results_table.py: {path} is not valid JSON: {error}")
+            raise InputError(PROG, f"{path} is not valid JSON: {error}")
         for key in ("tokenized_bleu", "sacrebleu", "n_sentences"):
             if key not in result:
-                sys.exit(f"results_table.py: {path} has no '{key}': not a score_translations.py result")
+                raise InputError(PROG, f"{path} has no '{key}': not a fairseq-rope-score result")
         results.append(result)
     table = render(results)
     sys.stdout.write(table)
     if args.output:
-        tmp = args.output + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
+        with atomic_output(args.output) as f:
             f.write(table)
-        os.replace(tmp, args.output)
 
 
 if __name__ == "__main__":

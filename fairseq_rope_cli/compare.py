@@ -1,13 +1,12 @@
-#!/usr/bin/env python3
-"""Compares two or more translation runs: sacreBLEU and chrF overall and by source length.
+"""fairseq-rope-compare: compares two or more translation runs: sacreBLEU and chrF overall and by source length.
 
-    compare.py --src test.en --ref test.de --hyp baseline=eval/base/hyps.detok.de --hyp rope=eval/rope/hyps.detok.de \
+    fairseq-rope-compare --src test.en --ref test.de --hyp baseline=eval/base/hyps.detok.de --hyp rope=eval/rope/hyps.detok.de \
         [--buckets 10,20,30,40] [--out-md cmp.md] [--out-png cmp.png] [--out-json cmp.json]
-    compare.py --src raw/test.en --result eval/transformer/result.json --result eval/rope/result.json ...
+    fairseq-rope-compare --src raw/test.en --result eval/transformer/result.json --result eval/rope/result.json ...
 
 Runs, in the order given (the first is the one the others are tested against):
   --hyp NAME=FILE       detokenized hypotheses, one line per sentence, in test-set order;
-  --result [NAME=]FILE  a result JSON of scripts/score_translations.py (the recipe's evaluate step):
+  --result [NAME=]FILE  a result JSON of fairseq-rope-score (the recipe's evaluate step):
                         its "hyps_detok" file is scored; NAME defaults to its "run_name";
                         --ref defaults to its "reference" (all such JSONs must agree).
 Scores: sacreBLEU (default 13a tokenization, mixed case) and chrF (chrF2) of every run, on the
@@ -25,16 +24,9 @@ import json
 import os
 import sys
 
-from plot_training import save_figure  # the same title/legend band and atomic PNG write
+from .common import InputError, atomic_output, parse_named, read_lines, save_figure
 
-PROG = "compare.py"
-
-
-class InputError(SystemExit):
-    """A user error: exits with status 1 and the message (no traceback)."""
-
-    def __init__(self, message):
-        super().__init__(f"{PROG}: error: {message}")
+PROG = "fairseq-rope-compare"
 
 
 # --------------------------------------------------------------------------- inputs
@@ -46,30 +38,24 @@ class RunAction(argparse.Action):
     def __call__(self, parser, namespace, value, option_string=None):
         runs = getattr(namespace, self.dest, None) or []
         kind = "hyp" if option_string == "--hyp" else "result"
-        name, sep, path = value.partition("=")
-        if not sep:
+        name, path = parse_named(value)
+        if name is None:
             if kind == "hyp":
                 parser.error(f"--hyp expects NAME=FILE, got '{value}'")
-            name, path = "", value
+            name = ""
         elif not name or not path:
             parser.error(f"{option_string} expects NAME=FILE, got '{value}'")
         runs.append((kind, name, path))
         setattr(namespace, self.dest, runs)
 
 
-def read_lines(path):
-    """Lines without their newline; only "\\n" ends a line (as fairseq and sacrebleu read text)."""
-    with open(path, encoding="utf-8", newline="\n") as f:
-        return [line[:-1] if line.endswith("\n") else line for line in f]
-
-
 def parse_buckets(text):
     try:
         edges = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise InputError(f"--buckets must be increasing positive integers separated by commas, got '{text}'")
+        raise InputError(PROG, f"--buckets must be increasing positive integers separated by commas, got '{text}'")
     if not edges or any(e < 1 for e in edges) or any(b <= a for a, b in zip(edges, edges[1:])):
-        raise InputError(f"--buckets must be increasing positive integers separated by commas, got '{text}'")
+        raise InputError(PROG, f"--buckets must be increasing positive integers separated by commas, got '{text}'")
     return edges
 
 
@@ -100,9 +86,9 @@ def resolve_runs(args):
             with open(path, encoding="utf-8") as f:
                 result = json.load(f)
         except json.JSONDecodeError as error:
-            raise InputError(f"{path} is not valid JSON: {error}")
+            raise InputError(PROG, f"{path} is not valid JSON: {error}")
         if not isinstance(result, dict) or "hyps_detok" not in result:
-            raise InputError(f"{path} has no 'hyps_detok': not a result JSON of scripts/score_translations.py")
+            raise InputError(PROG, f"{path} has no 'hyps_detok': not a result JSON of fairseq-rope-score")
         name = name or result.get("run_name") or result.get("arch") or os.path.basename(os.path.dirname(path))
         hyp = result["hyps_detok"]
         if not os.path.isabs(hyp) and not os.path.isfile(hyp):
@@ -117,23 +103,23 @@ def resolve_runs(args):
     ref = args.ref
     if ref is None:
         if not refs_from_json:
-            raise InputError("no reference: give --ref FILE (needed unless every run is a --result JSON naming one)")
+            raise InputError(PROG, "no reference: give --ref FILE (needed unless every run is a --result JSON naming one)")
         distinct = sorted({os.path.abspath(r) for _, r in refs_from_json})
         if len(distinct) > 1:
-            raise InputError("the result JSONs name different references (" + "; ".join(
+            raise InputError(PROG, "the result JSONs name different references (" + "; ".join(
                 f"{p}: {r}" for p, r in refs_from_json) + "): give --ref FILE to choose")
         ref = refs_from_json[0][1]
     for what, path in (("source file (--src)", args.src), ("reference file", ref)):
         if not os.path.isfile(path):
             missing.insert(0, f"{what}: {path}")
     if missing:
-        raise InputError("file(s) not found:\n  " + "\n  ".join(missing))
+        raise InputError(PROG, "file(s) not found:\n  " + "\n  ".join(missing))
     names = [n for n, _ in runs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise InputError(f"run names must be unique; repeated: {', '.join(duplicates)} (use NAME=FILE)")
+        raise InputError(PROG, f"run names must be unique; repeated: {', '.join(duplicates)} (use NAME=FILE)")
     if "=" in "".join(names) or "|" in "".join(names):
-        raise InputError("run names may not contain '=' or '|'")
+        raise InputError(PROG, "run names may not contain '=' or '|'")
     return runs, ref, sorted(test_sets)
 
 
@@ -331,10 +317,8 @@ def render_png(res, path, title, train_max_words=None):
 
 
 def write_text(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_output(path) as f:
         f.write(text)
-    os.replace(tmp, path)
 
 
 def main(argv=None):
@@ -345,7 +329,7 @@ def main(argv=None):
     ap.add_argument("--ref", help="raw reference file (default: the result JSONs' 'reference')")
     ap.add_argument("--hyp", dest="runs", action=RunAction, metavar="NAME=FILE", help="a run's detokenized hypotheses")
     ap.add_argument("--result", dest="runs", action=RunAction, metavar="[NAME=]FILE",
-                    help="a run's result JSON (scripts/score_translations.py)")
+                    help="a run's result JSON (fairseq-rope-score)")
     ap.add_argument("--buckets", default="10,20,30,40", help="bucket edges in source words (default: %(default)s)")
     ap.add_argument("--bootstrap-samples", type=int, default=1000, help="paired bootstrap resamples (default 1000)")
     ap.add_argument("--title", default="Translation quality by source length")
@@ -365,14 +349,14 @@ def main(argv=None):
 
     src, refs = read_lines(args.src), read_lines(ref_path)
     if len(refs) != len(src):
-        raise InputError(f"the reference {ref_path} has {len(refs)} lines but the source {args.src} has {len(src)}")
+        raise InputError(PROG, f"the reference {ref_path} has {len(refs)} lines but the source {args.src} has {len(src)}")
     if not src:
-        raise InputError(f"the source file {args.src} is empty")
+        raise InputError(PROG, f"the source file {args.src} is empty")
     hyps = []
     for name, path in runs:
         lines = read_lines(path)
         if len(lines) != len(src):
-            raise InputError(f"hypothesis file {path} (run '{name}') has {len(lines)} lines but the source "
+            raise InputError(PROG, f"hypothesis file {path} (run '{name}') has {len(lines)} lines but the source "
                              f"{args.src} has {len(src)} lines: one detokenized hypothesis per test sentence, "
                              f"in test order, is expected")
         hyps.append((name, lines))

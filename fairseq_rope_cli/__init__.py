@@ -1,0 +1,15 @@
+"""The fairseq-rope-* commands, beside the plugin as fairseq_cli is beside fairseq.
+
+One module per command, each with ``main(argv=None)``, also runnable as ``python -m fairseq_rope_cli.<module>``:
+
+    fairseq-rope-average         average.py        checkpoint averaging (fairseq's flags, weights-only loading)
+    fairseq-rope-prep            prep.py           tokenize / detokenize / clean / sgm / spm-train / spm-encode
+    fairseq-rope-score           score.py          fairseq-generate output -> hypotheses, sacreBLEU, paper BLEU, JSON
+    fairseq-rope-results         results.py        result JSONs -> one markdown table
+    fairseq-rope-compare         compare.py        runs by source length, paired bootstrap, table and plot
+    fairseq-rope-plot-training   plot_training.py  fairseq-train logs -> loss and BLEU curves
+
+Shared helpers live in common.py. The package does not import fairseq_rope (and so fairseq) at
+import time, so that every ``--help`` answers at once; the commands that need it import it when
+they run.
+"""

@@ -1,0 +1,78 @@
+"""What the fairseq-rope-* commands share: user errors, atomic outputs, line files, NAME=PATH, figures.
+
+Only the standard library at import time, so that every command's ``--help`` starts at once.
+"""
+
+import contextlib
+import os
+
+
+class InputError(SystemExit):
+    """A user error (a missing file, a bad value): ``PROG: error: message`` on stderr and exit
+    status 1, no traceback. A SystemExit, so a command's main() needs no wrapper."""
+
+    def __init__(self, prog: str, message: str):
+        super().__init__(f"{prog}: error: {message}")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str, mode: str = "w", suffix: str = ".tmp"):
+    """Opens ``path + suffix`` for writing and renames it to ``path`` once the block ends without
+    an error, so that an interrupted run never leaves a partial file under the final name. On an
+    error the temporary file is removed. ``mode`` "w"/"wb"; text is UTF-8 with "\\n" line ends.
+    ``mode=None`` yields the temporary path instead of a file (for writers that take a path)."""
+    tmp = path + suffix
+    try:
+        if mode is None:
+            yield tmp
+        else:
+            with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": "\n"})) as f:
+                yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
+def write_lines(path: str, lines):
+    """Writes ``lines`` (without line ends), one per line, atomically."""
+    with atomic_output(path) as f:
+        f.writelines(line + "\n" for line in lines)
+
+
+def read_lines(path: str):
+    """The lines of a UTF-8 text file without their "\\n"; only "\\n" ends a line, as fairseq and
+    sacrebleu read text (str.splitlines would also split at U+2028, form feeds, ...)."""
+    with open(path, encoding="utf-8", newline="\n") as f:
+        return [line[:-1] if line.endswith("\n") else line for line in f]
+
+
+def count_lines(path: str) -> int:
+    """Number of lines of a file, counted in binary (no decoding)."""
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def parse_named(spec: str, default_name=None):
+    """``NAME=PATH`` -> (NAME, PATH); a bare PATH -> (default_name(PATH), PATH), or (None, PATH)."""
+    name, sep, path = spec.partition("=")
+    if not sep:
+        return (default_name(spec) if default_name else None), spec
+    return name, path
+
+
+def save_figure(fig, legend_axes, title: str, ncol: int, path: str):
+    """Title and legend (of ``legend_axes``' series) in a band of fixed height above the panels,
+    then the PNG written atomically and the figure closed."""
+    import matplotlib.pyplot as plt
+
+    handles, labels = legend_axes.get_legend_handles_labels()
+    height = fig.get_figheight()  # title and legend take a fixed height in inches
+    fig.legend(handles, labels, loc="upper center", ncol=ncol, fontsize=9,
+               bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
+    fig.suptitle(title, fontsize=11, y=1 - 0.03 / height)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
+    with atomic_output(path, mode=None, suffix=".tmp.png") as tmp:
+        fig.savefig(tmp, dpi=120)
+    plt.close(fig)

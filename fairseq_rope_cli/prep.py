@@ -1,0 +1,286 @@
+"""fairseq-rope-prep: the WMT14 recipe's text preparation, one subcommand per step.
+
+    fairseq-rope-prep tokenize   --lang en -i IN -o OUT [--workers N]
+    fairseq-rope-prep detokenize --lang de -i IN -o OUT [--workers N]
+    fairseq-rope-prep clean      --src A.en --tgt A.de --out-src B.en --out-tgt B.de [--min 1] [--max 250] [--ratio 1.5]
+    fairseq-rope-prep sgm        IN.sgm OUT.txt
+    fairseq-rope-prep spm-train  --inputs A.en A.de --model-prefix PREFIX [--vocab-size 37000] [--model-type unigram|bpe]
+    fairseq-rope-prep spm-encode --model PREFIX.model -i IN -o OUT
+
+tokenize = the three Moses steps of fairseq's WMT14 recipe on every line: normalize-punctuation.perl,
+remove-non-printing-char.perl, tokenizer.perl -a, i.e. sacremoses MosesPunctNormalizer (with its
+unicode-punctuation pre-replacement and control-character removal) and
+MosesTokenizer(aggressive_dash_splits=True, escape=False). escape=False keeps "&" and "<" as they
+are (the Moses CLI would write &amp; and &lt;, which then end up in BPE codes and hypotheses).
+Lines are processed in order-preserving chunks by a multiprocessing pool. detokenize is its
+inverse (joins "@-@" splits, attaches punctuation; no unescaping).
+
+clean drops sentence pairs by length and length ratio, like Moses' clean-corpus-n.perl; ours
+because sacremoses has none and Moses is a Perl toolkit. Per line pair (tokens = words split on
+whitespace): leading/trailing whitespace is stripped and inner runs become one space; the pair is
+dropped when either side has fewer than --min or more than --max tokens, when
+len(longer)/len(shorter) > --ratio, or when a token is longer than --max-word-length characters.
+Unlike the Perl script: no factored-corpus handling ("|" is kept), no lowercasing. Both inputs
+must have the same number of lines; output keeps input order.
+
+sgm extracts the segments of a WMT "SGML" test file (newstest*.sgm), one per line: each line that
+starts with "<seg " has its <seg ...>text</seg> element replaced by its text, is stripped and has
+runs of whitespace collapsed, the rule sacrebleu applies to the same files (so the references
+equal ``sacrebleu -t wmt14/full -l en-de --echo ref``); entities are left as they are.
+
+spm-train / spm-encode: a joint sentencepiece model for the recipe's TOKENIZER=spm variant, with
+the sentencepiece Python API (its PyPI package has no spm_* commands), trained on the
+Moses-tokenized text of both languages; spm-encode writes space-separated pieces, which fairseq
+turns back into tokenized text with ``--remove-bpe sentencepiece``.
+
+Every output is written to a temporary file and renamed when complete, so an interrupted run
+never leaves a partial file under its final name.
+"""
+
+import argparse
+import multiprocessing
+import os
+import re
+import sys
+from functools import lru_cache
+
+from .common import InputError, atomic_output, count_lines
+
+PROG = "fairseq-rope-prep"
+
+CHUNK = 2000
+
+
+@lru_cache(maxsize=None)
+def _tools(lang):
+    from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
+
+    normalizer = MosesPunctNormalizer(lang=lang, pre_replace_unicode_punct=True, post_remove_control_chars=True)
+    return normalizer, MosesTokenizer(lang=lang), MosesDetokenizer(lang=lang)
+
+
+def tokenize_line(line, lang):
+    """Normalizes punctuation, removes control characters and tokenizes one line (no newline)."""
+    normalizer, tokenizer, _ = _tools(lang)
+    text = normalizer.normalize(line.strip())
+    return tokenizer.tokenize(text, aggressive_dash_splits=True, escape=False, return_str=True).strip()
+
+
+def detokenize_line(line, lang):
+    """Inverse of the tokenizer: joins "@-@" splits and attaches punctuation (no unescaping)."""
+    _, _, detokenizer = _tools(lang)
+    return detokenizer.detokenize(line.split(), unescape=False).strip()
+
+
+def _work(job):
+    mode, lang, lines = job
+    fn = tokenize_line if mode == "tokenize" else detokenize_line
+    return [fn(line, lang) for line in lines]
+
+
+def _chunks(path, mode, lang):
+    with open(path, encoding="utf-8", newline="\n") as f:
+        buf = []
+        for line in f:
+            buf.append(line.rstrip("\n"))
+            if len(buf) == CHUNK:
+                yield mode, lang, buf
+                buf = []
+        if buf:
+            yield mode, lang, buf
+
+
+def process_file(mode, lang, src, dst, workers=1):
+    """Applies tokenize/detokenize to every line of ``src``; writes ``dst`` atomically; returns #lines."""
+    n = 0
+    with atomic_output(dst) as out:
+        if workers <= 1:
+            results = map(_work, _chunks(src, mode, lang))
+            pool = None
+        else:
+            pool = multiprocessing.Pool(workers)
+            results = pool.imap(_work, _chunks(src, mode, lang))
+        try:
+            for lines in results:
+                for line in lines:
+                    out.write(line + "\n")
+                n += len(lines)
+                if n % (CHUNK * 100) == 0:
+                    print(f"[{PROG} {mode}] {src}: {n} lines", file=sys.stderr, flush=True)
+        finally:
+            if pool is not None:
+                pool.close()
+                pool.join()
+    return n
+
+
+def keep_pair(src_tokens, tgt_tokens, min_len=1, max_len=250, ratio=1.5, max_word_length=1000):
+    """The clean-corpus-n rules on two token lists; True if the pair stays."""
+    ns, nt = len(src_tokens), len(tgt_tokens)
+    if ns < min_len or nt < min_len or ns > max_len or nt > max_len:
+        return False
+    if ns == 0 or nt == 0:  # --min 0 still cannot keep an empty side
+        return False
+    if ns / nt > ratio or nt / ns > ratio:
+        return False
+    return all(len(tok) <= max_word_length for tok in src_tokens + tgt_tokens)
+
+
+SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
+
+
+def segments(lines):
+    for line in lines:
+        if line.startswith("<seg "):
+            yield re.sub(r"\s+", " ", SEG.sub(r"\1", line).strip())
+
+
+def need_file(path, flag):
+    if not os.path.isfile(path):
+        raise InputError(PROG, f"{flag} file not found: {path}")
+
+
+def run_moses(args):
+    need_file(args.input, "-i")
+    if os.path.abspath(args.input) == os.path.abspath(args.output):
+        raise InputError(PROG, f"-o must differ from -i ({args.input})")
+    if args.workers < 1:
+        raise InputError(PROG, f"--workers must be >= 1, got {args.workers}")
+    n = process_file(args.cmd, args.lang, args.input, args.output, args.workers)
+    print(f"[{PROG} {args.cmd}] ({args.lang}) {args.input} -> {args.output}: {n} lines", file=sys.stderr)
+
+
+def run_clean(args):
+    need_file(args.src, "--src")
+    need_file(args.tgt, "--tgt")
+    if args.min < 0 or args.max < max(args.min, 1):
+        raise InputError(PROG, f"need 0 <= --min <= --max and --max >= 1, got --min {args.min} --max {args.max}")
+    if not args.ratio >= 1:
+        raise InputError(PROG, f"--ratio must be >= 1, got {args.ratio}")
+    n_src, n_tgt = count_lines(args.src), count_lines(args.tgt)
+    if n_src != n_tgt:
+        raise InputError(PROG, f"parallel files differ in length: {args.src} has {n_src} lines, "
+                               f"{args.tgt} has {n_tgt} lines")
+    kept = 0
+    with open(args.src, encoding="utf-8", newline="\n") as fs, open(args.tgt, encoding="utf-8", newline="\n") as ft, \
+            atomic_output(args.out_src) as out_src, atomic_output(args.out_tgt) as out_tgt:
+        for s, t in zip(fs, ft):
+            s_tok, t_tok = s.split(), t.split()
+            if keep_pair(s_tok, t_tok, args.min, args.max, args.ratio, args.max_word_length):
+                out_src.write(" ".join(s_tok) + "\n")
+                out_tgt.write(" ".join(t_tok) + "\n")
+                kept += 1
+    print(f"[{PROG} clean] {args.src} / {args.tgt}: kept {kept} of {n_src} pairs "
+          f"(tokens {args.min}-{args.max}, ratio <= {args.ratio:g}) -> {args.out_src}, {args.out_tgt}",
+          file=sys.stderr)
+
+
+def run_sgm(args):
+    need_file(args.input, "IN.sgm")
+    with open(args.input, encoding="utf-8") as fin:
+        texts = list(segments(fin))
+    if not texts:
+        raise InputError(PROG, f"no <seg> lines in {args.input}: is it a WMT .sgm file?")
+    with atomic_output(args.output) as fout:
+        fout.writelines(text + "\n" for text in texts)
+    print(f"[{PROG} sgm] {args.input} -> {args.output}: {len(texts)} segments", file=sys.stderr)
+
+
+def run_spm_train(args):
+    import sentencepiece as spm
+
+    for path in args.inputs:
+        need_file(path, "--inputs")
+    if args.vocab_size < 8:
+        raise InputError(PROG, f"--vocab-size must be >= 8, got {args.vocab_size}")
+    tmp_prefix = args.model_prefix + ".tmp"
+    spm.SentencePieceTrainer.train(
+        input=",".join(args.inputs),
+        model_prefix=tmp_prefix,
+        vocab_size=args.vocab_size,
+        model_type=args.model_type,
+        character_coverage=1.0,
+        input_sentence_size=args.input_sentence_size,
+        shuffle_input_sentence=True,
+        # fairseq adds its own <s>, </s>, <pad>; keep only <unk> in the sentencepiece vocabulary
+        bos_id=-1,
+        eos_id=-1,
+        unk_id=0,
+        num_threads=args.threads,
+        seed_sentencepiece_size=1000000,
+        hard_vocab_limit=not args.soft_vocab_limit,
+        minloglevel=1,
+    )
+    for ext in ("model", "vocab"):
+        os.replace(f"{tmp_prefix}.{ext}", f"{args.model_prefix}.{ext}")
+    print(f"[{PROG} spm-train] {args.model_type} model, vocab {args.vocab_size}: {args.model_prefix}.model",
+          file=sys.stderr)
+
+
+def run_spm_encode(args):
+    import sentencepiece as spm
+
+    need_file(args.model, "--model")
+    need_file(args.input, "-i")
+    sp = spm.SentencePieceProcessor(model_file=args.model)
+    n = 0
+    with open(args.input, encoding="utf-8", newline="\n") as fin, atomic_output(args.output) as fout:
+        for line in fin:
+            fout.write(" ".join(sp.encode(line.rstrip("\n"), out_type=str)) + "\n")
+            n += 1
+    print(f"[{PROG} spm-encode] {args.input} -> {args.output}: {n} lines", file=sys.stderr)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    for name, help in (("tokenize", "Moses normalisation + tokenization (-a), as fairseq's WMT14 recipe"),
+                       ("detokenize", "Moses detokenization, the inverse of tokenize")):
+        p = sub.add_parser(name, help=help, description=help)
+        p.add_argument("--lang", required=True, help="ISO code: en, de, ...")
+        p.add_argument("-i", "--input", required=True, help="text file, one sentence per line")
+        p.add_argument("-o", "--output", required=True, help="output file (written atomically)")
+        p.add_argument("--workers", type=int, default=1, help="processes (default: %(default)s)")
+        p.set_defaults(run=run_moses)
+    p = sub.add_parser("clean", help="drop pairs by length and length ratio (Moses clean-corpus-n)",
+                       description="Drops sentence pairs by length and length ratio (Moses clean-corpus-n rules).")
+    p.add_argument("--src", required=True, help="source side, tokenized")
+    p.add_argument("--tgt", required=True, help="target side, tokenized, as many lines as --src")
+    p.add_argument("--out-src", required=True)
+    p.add_argument("--out-tgt", required=True)
+    p.add_argument("--min", type=int, default=1, help="fewest tokens per side (default: %(default)s)")
+    p.add_argument("--max", type=int, default=250, help="most tokens per side (default: %(default)s)")
+    p.add_argument("--ratio", type=float, default=1.5, help="largest length ratio (default: %(default)s)")
+    p.add_argument("--max-word-length", type=int, default=1000, help="longest token in characters (default: %(default)s)")
+    p.set_defaults(run=run_clean)
+    p = sub.add_parser("sgm", help="segments of a WMT .sgm file as plain text",
+                       description="Extracts the <seg> texts of a WMT .sgm file, one per line (sacrebleu's rule).")
+    p.add_argument("input", metavar="IN.sgm")
+    p.add_argument("output", metavar="OUT.txt")
+    p.set_defaults(run=run_sgm)
+    p = sub.add_parser("spm-train", help="train a joint sentencepiece model",
+                       description="Trains a joint sentencepiece model on the given tokenized files.")
+    p.add_argument("--inputs", nargs="+", required=True, help="training text files (both languages)")
+    p.add_argument("--model-prefix", required=True, help="writes PREFIX.model and PREFIX.vocab")
+    p.add_argument("--vocab-size", type=int, default=37000, help="(default: %(default)s)")
+    p.add_argument("--model-type", choices=["unigram", "bpe"], default="unigram", help="(default: %(default)s)")
+    p.add_argument("--input-sentence-size", type=int, default=10000000,
+                   help="sentences sampled for training, 0 = all (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="(default: all CPUs)")
+    p.add_argument("--soft-vocab-limit", action="store_true",
+                   help="allow a smaller vocabulary when the corpus is too small for --vocab-size")
+    p.set_defaults(run=run_spm_train)
+    p = sub.add_parser("spm-encode", help="encode a file into sentencepiece pieces",
+                       description="Writes the sentencepiece pieces of every line, space-separated.")
+    p.add_argument("--model", required=True, help="PREFIX.model of spm-train")
+    p.add_argument("-i", "--input", required=True)
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(run=run_spm_encode)
+    args = ap.parse_args(argv)
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()
