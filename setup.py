@@ -8,7 +8,7 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     packages=find_packages(include=["fairseq_rope", "fairseq_rope.*", "fairseq_rope_cli", "fairseq_rope_cli.*"]),
-    python_requires=">=3.10,<3.13",
+    python_requires=">=3.10,<3.14",
     install_requires=[
         # fairseq's main branch with the dataclass fix for Python 3.11+, public source;
         # see README "Why fairseq-fixed".
