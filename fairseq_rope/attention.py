@@ -18,7 +18,7 @@ kept equal (outputs and gradients) by tests/test_speed_paths.py:
     ``need_weights``, ``before_softmax``): three projections, q then k rotated, and the score
     matrix formed explicitly. Decoding steps of one token use the explicit scores too (after the
     fast rotation), as fairseq's own attention does: for one query two small matmuls cost less
-    than SDPA's set-up (CPU, 32 beams x 4 heads, 20 cached keys, d=64: 37 us against 56 us).
+    than SDPA's set-up (measured on CPU: beam-4 generation 3-10% faster at 3 layers, d=256).
 
 Positions (what m and n are in eq. 16): the slot index, 0 .. T-1 along the time axis; while
 decoding incrementally the new token continues after the cached keys, which are cached already
