@@ -16,9 +16,7 @@ kept equal (outputs and gradients) by tests/test_speed_paths.py:
     memory-efficient kernels stay eligible;
   * plain (``self.fast = False``, or whenever the caller asks for attention weights:
     ``need_weights``, ``before_softmax``): three projections, q then k rotated, and the score
-    matrix formed explicitly. Decoding steps of one token use the explicit scores too (after the
-    fast rotation), as fairseq's own attention does: for one query two small matmuls cost less
-    than SDPA's set-up (measured on CPU: beam-4 generation 3-10% faster at 3 layers, d=256).
+    matrix formed explicitly.
 
 Positions (what m and n are in eq. 16): the slot index, 0 .. T-1 along the time axis; while
 decoding incrementally the new token continues after the cached keys, which are cached already
@@ -140,8 +138,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
             saved["prev_key"], saved["prev_value"], saved["prev_key_padding_mask"] = k, v, padding
             self._set_input_buffer(incremental_state, saved)
 
-        # a decoding step (one query): two small matmuls cost less than SDPA's set-up
-        if plain or (incremental_state is not None and tgt_len == 1):
+        if plain:
             return self._explicit_attention(q, k, v, padding, attn_mask, before_softmax, need_weights, need_head_weights)
         mask, is_causal = self._sdpa_mask(padding, attn_mask, past, tgt_len, q.dtype)
         dropout_p = self.dropout_module.p if self.training or self.dropout_module.apply_during_inference else 0.0
