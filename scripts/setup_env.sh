@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates (or reuses) a virtual environment with fairseq-rope and everything it runs with.
 #   VENV        where to put it (default: .venv in the repository)
-#   PYTHON      interpreter to build it from (default: python3; 3.10, 3.11 and 3.12 work)
+#   PYTHON      interpreter to build it from (default: python3; 3.10 to 3.13, see README "Python versions")
 #   TORCH_SPEC  the torch to install first when the venv has none (default: torch==2.13.0,
 #               the CPU build; on a GPU machine use e.g. "torch==2.13.0" from the CUDA index
 #               or install torch into the venv yourself before running this)
