@@ -121,7 +121,7 @@ def test_markdown_and_png(compared):
 
 
 def test_result_json_inputs(tmp_path, compared):
-    """The evaluate step's result.json (score_translations.py): hypotheses and reference come from it."""
+    """The evaluate step's result.json (fairseq-rope-score): hypotheses and reference come from it."""
     paths = []
     for name, hyp in (("transformer", HYP_A), ("rope_transformer", HYP_B)):
         path = tmp_path / f"{name}.json"
