@@ -28,10 +28,14 @@ setup(
             "fairseq-rope-results = fairseq_rope_cli.results:main",
             "fairseq-rope-compare = fairseq_rope_cli.compare:main",
             "fairseq-rope-plot-training = fairseq_rope_cli.plot_training:main",
+            "fairseq-rope-ct2 = fairseq_rope_cli.ct2:main",
+            "fairseq-rope-ct2-generate = fairseq_rope_cli.ct2_generate:main",
         ],
     },
     extras_require={
         "plots": ["matplotlib>=3.7"],
-        "test": ["pytest>=7"],
+        # fairseq-rope-ct2: rotary encoder/decoder specs; checked with 4.8.5
+        "ct2": ["ctranslate2>=4.8,<5"],
+        "test": ["pytest>=7", "ctranslate2>=4.8,<5"],
     },
 )

@@ -8,6 +8,11 @@
 It is fairseq's ``GeneratorHubInterface`` (tokenize -> BPE -> beam search -> de-BPE ->
 detokenize) with the paper's decoding defaults and checked paths. Works for rope and
 baseline ``transformer`` checkpoints, averaged ones included.
+
+With ``backend="ctranslate2"`` the same ``translate()`` runs on CTranslate2, from a directory
+written by ``fairseq-rope-ct2`` (which holds the dictionaries and BPE codes itself):
+
+    mt = load_translator("work/sample/ct2/rope", backend="ctranslate2", threads=4)
 """
 
 import os
@@ -36,7 +41,7 @@ def _require(path: str, what: str):
 
 def load_translator(
     model_dir: str,
-    data_bin: str,
+    data_bin: Optional[str] = None,
     checkpoint_file: str = "checkpoint_best.pt",
     bpe_codes: Optional[str] = None,
     sentencepiece_model: Optional[str] = None,
@@ -48,12 +53,33 @@ def load_translator(
     max_len_a: float = 1.2,
     max_len_b: int = 10,
     device: str = "cpu",
-) -> Translator:
+    backend: str = "fairseq",
+    compute_type: str = "default",
+    threads: int = 0,
+):
     """Loads ``model_dir/checkpoint_file`` with the dictionaries of ``data_bin``.
 
     Subwords: ``bpe_codes`` (subword-nmt, with the Moses ``tokenizer``) or
     ``sentencepiece_model`` (then no tokenizer is used), or neither for pre-split input.
+
+    ``backend="ctranslate2"``: ``model_dir`` is a ``fairseq-rope-ct2`` output whose own
+    dictionaries, tokenizer and subword model are used (``data_bin`` and the subword arguments
+    must then be left out); ``compute_type`` and ``threads`` are CTranslate2's.
     """
+    if backend == "ctranslate2":
+        given = [name for name, value in (("data_bin", data_bin), ("bpe_codes", bpe_codes),
+                                          ("sentencepiece_model", sentencepiece_model)) if value]
+        if given:
+            raise ValueError(f"backend='ctranslate2' takes the dictionaries and subword model from {model_dir}; "
+                             f"leave out {', '.join(given)}")
+        from .ct2 import CTranslate2Translator
+
+        return CTranslate2Translator(model_dir, device=device, compute_type=compute_type, threads=threads, beam=beam,
+                                     lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b)
+    if backend != "fairseq":
+        raise ValueError(f"backend must be 'fairseq' or 'ctranslate2', got {backend!r}")
+    if data_bin is None:
+        raise ValueError("data_bin (the fairseq-preprocess directory with the dictionaries) is required")
     checkpoint = os.path.join(model_dir, checkpoint_file)
     _require(checkpoint, "checkpoint")
     for lang in (source_lang, target_lang):

@@ -6,7 +6,13 @@
 #   REF              raw reference (default: test.$TGT of the RAW_DIR that prepare.sh used)
 #   TEST_SET         name stored with the sacreBLEU signature (default: newstest2014 ... for WMT)
 #   BEAM 4, LENPEN 0.6, GEN_SUBSET test, GEN_MAX_TOKENS 8000 (per batch), PRECISION auto
-#   EVAL_DIR         outputs (default: $WORK_DIR/eval/$RUN_NAME): generate.out, hyps.*, result.json
+#   BACKEND          fairseq (fairseq-generate, default) or ctranslate2: CHECKPOINT exported with
+#                    fairseq-rope-ct2 to CT2_DIR (default: $WORK_DIR/ct2/$RUN_NAME-$CT2_QUANTIZATION),
+#                    translated by fairseq-rope-ct2-generate; CT2_QUANTIZATION float32 (or int8, int16,
+#                    float16, bfloat16, int8_float32, int8_float16, int8_bfloat16), CT2_DEVICE cpu
+#                    (cuda with a GPU), CT2_THREADS 0 (CTranslate2's choice), CT2_BATCH_SIZE 64
+#   EVAL_DIR         outputs (default: $WORK_DIR/eval/$RUN_NAME, with -ct2-$CT2_QUANTIZATION for
+#                    ctranslate2): generate.out, hyps.*, result.json
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -14,7 +20,19 @@ ARCH=${ARCH:-rope_transformer_wmt_en_de}
 RUN_NAME=${RUN_NAME:-$ARCH}
 DATA_BIN=${DATA_BIN:-$WORK_DIR/data-bin}
 CHECKPOINT=${CHECKPOINT:-$WORK_DIR/checkpoints/$RUN_NAME/checkpoint_avg_last${AVERAGE_LAST:-5}.pt}
-EVAL_DIR=${EVAL_DIR:-$WORK_DIR/eval/$RUN_NAME}
+BACKEND=${BACKEND:-fairseq}
+one_of BACKEND "$BACKEND" fairseq ctranslate2
+CT2_QUANTIZATION=${CT2_QUANTIZATION:-float32}
+one_of CT2_QUANTIZATION "$CT2_QUANTIZATION" float32 int8 int8_float32 int8_float16 int8_bfloat16 int16 float16 bfloat16
+CT2_DIR=${CT2_DIR:-$WORK_DIR/ct2/$RUN_NAME-$CT2_QUANTIZATION}
+CT2_DEVICE=${CT2_DEVICE:-cpu}
+CT2_THREADS=${CT2_THREADS:-0}
+CT2_BATCH_SIZE=${CT2_BATCH_SIZE:-64}
+one_of CT2_DEVICE "$CT2_DEVICE" cpu cuda
+need_int CT2_THREADS "$CT2_THREADS"
+need_int CT2_BATCH_SIZE "$CT2_BATCH_SIZE" 1
+suffix=$([ "$BACKEND" = ctranslate2 ] && echo "-ct2-$CT2_QUANTIZATION" || true)
+EVAL_DIR=${EVAL_DIR:-$WORK_DIR/eval/$RUN_NAME$suffix}
 BEAM=${BEAM:-4}
 LENPEN=${LENPEN:-0.6}
 GEN_SUBSET=${GEN_SUBSET:-test}
@@ -27,6 +45,9 @@ one_of PRECISION "$PRECISION" auto fp16 bf16 fp32
 need_file "$DATA_BIN/recipe.env" "DATA_BIN/recipe.env (run prepare.sh first)"
 need_file "$CHECKPOINT" "CHECKPOINT (run train.sh and average.sh first)"
 need_cmd fairseq-generate "pip install fairseq-fixed"
+[ "$BACKEND" = fairseq ] || need_cmd fairseq-rope-ct2 "$ROPE_HINT"
+[ "$BACKEND" = fairseq ] || "$PYTHON" -c "import ctranslate2" 2>/dev/null \
+  || die "BACKEND=ctranslate2 needs the ctranslate2 package: pip install 'fairseq-rope[ct2]'"
 need_cmd fairseq-rope-score "$ROPE_HINT"
 check_plugin
 
@@ -47,8 +68,29 @@ case $PRECISION in fp16) device_args+=(--fp16) ;; bf16) device_args+=(--bf16) ;;
 
 mkdir -p "$EVAL_DIR"
 GEN=$EVAL_DIR/generate.out
-if [ -f "$GEN" ] && [ "$GEN" -nt "$CHECKPOINT" ]; then
+if [ "$BACKEND" = ctranslate2 ]; then
+  if [ -f "$CT2_DIR/model.bin" ] && [ "$CT2_DIR/model.bin" -nt "$CHECKPOINT" ]; then
+    log "CTranslate2 model up to date: $CT2_DIR"
+  else
+    subword=()
+    if [ -f "$DATA_BIN/codes" ]; then subword=(--bpe-codes "$DATA_BIN/codes")
+    elif [ -f "$DATA_BIN/spm.model" ]; then subword=(--sentencepiece-model "$DATA_BIN/spm.model"); fi
+    log "exporting $CHECKPOINT to CTranslate2 ($CT2_QUANTIZATION weights) -> $CT2_DIR"
+    fairseq-rope-ct2 --checkpoint "$CHECKPOINT" --data-bin "$DATA_BIN" --output-dir "$CT2_DIR" \
+      --quantization "$CT2_QUANTIZATION" --force "${subword[@]}"
+  fi
+  translated_by=$CT2_DIR/model.bin
+else
+  translated_by=$CHECKPOINT
+fi
+if [ -f "$GEN" ] && [ "$GEN" -nt "$translated_by" ]; then
   log "translations up to date: $GEN"
+elif [ "$BACKEND" = ctranslate2 ]; then
+  log "translating $GEN_SUBSET with CTranslate2 ($CT2_DIR, $CT2_DEVICE, beam $BEAM, lenpen $LENPEN) -> $GEN"
+  run_to "$GEN" fairseq-rope-ct2-generate "$CT2_DIR" --data-bin "$DATA_BIN" --gen-subset "$GEN_SUBSET" \
+    --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$remove_bpe" --device "$CT2_DEVICE" \
+    --threads "$CT2_THREADS" --batch-size "$CT2_BATCH_SIZE"
+  tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 else
   log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $GEN"
   run_to "$GEN" fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
@@ -56,6 +98,11 @@ else
     --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" "${device_args[@]}"
   tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 fi
+backend_json="\"backend\": \"$BACKEND\""
+if [ "$BACKEND" = ctranslate2 ]; then
+  compute_type=$(tail -n 1 "$GEN" | sed -n 's/.*compute type \([a-z0-9_]*\).*/\1/p')
+  backend_json+=", \"ct2_dir\": \"$CT2_DIR\", \"ct2_quantization\": \"$CT2_QUANTIZATION\", \"ct2_compute_type\": \"$compute_type\", \"ct2_device\": \"$CT2_DEVICE\""
+fi
 fairseq-rope-score --generate-output "$GEN" --ref "$REF" --lang "$TGT" \
   --out-dir "$EVAL_DIR" --arch "$ARCH" --run-name "$RUN_NAME" --checkpoint "$CHECKPOINT" --test-set "$TEST_SET" \
-  --extra "{\"beam\": $BEAM, \"lenpen\": $LENPEN, \"tokenizer\": \"$TOKENIZER\"}"
+  --extra "{\"beam\": $BEAM, \"lenpen\": $LENPEN, \"tokenizer\": \"$TOKENIZER\", $backend_json}"

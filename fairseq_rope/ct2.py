@@ -1,0 +1,352 @@
+"""CTranslate2 for rope_transformer and transformer checkpoints: export, then translate like fairseq.
+
+CTranslate2's own fairseq converter refuses models without additive positions. Its encoder and
+decoder specs do have rotary self-attention (``rotary_dim``, ``rotary_interleave``,
+``rotary_base``), applied to the projected queries and keys at positions 0, 1, ... of each
+sentence, which is eq. 34 as our attention computes it. :func:`model_spec` fills those specs
+with ctranslate2's own fairseq helpers (layers, layer norms, linears, embeddings); only the input
+layers differ (no position table for RoPE). The baseline ``transformer`` goes through the same
+function with its sinusoidal or learned position table, so both run on one engine.
+
+Decoding as fairseq's SequenceGenerator (checked against fairseq-generate in tests/test_ct2.py):
+  * length penalty: fairseq ranks finished hypotheses by sum(log p) / len**lenpen with ``len``
+    counting the EOS; CTranslate2 divides by the length of the returned tokens, so it is called
+    with ``return_end_token=True`` (the EOS counted) and the EOS is stripped afterwards;
+  * maximum length: fairseq allows max_len = min(int(a * S + b), max target positions - 1) tokens
+    before the EOS, S the length of the padded source batch, EOS included: it depends on the longest
+    sentence of the batch. Here S is each sentence's own length with its EOS, as fairseq computes it
+    for a sentence translated alone (fairseq-interactive, the hub), so that a translation does not
+    depend on its batch. CTranslate2 has one limit per call: sentences are grouped by max_len and
+    each group is decoded with ``max_decoding_length = max_len + 1`` (the EOS included). At that step
+    fairseq forces the EOS while CTranslate2 keeps the best token: a hypothesis that reaches the
+    limit without EOS has that last token dropped, so both return max_len tokens (their ranking may
+    differ there);
+  * minimum length 1 (fairseq's default ``--min-len 1``: no empty translation), no input truncation
+    (``max_input_length=0``; inputs over the model's source positions are refused instead).
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from argparse import Namespace
+from itertools import groupby
+from typing import List, Optional, Sequence, Union
+
+import ctranslate2
+import numpy as np
+import torch
+from ctranslate2.converters import fairseq as ct2_fairseq
+from ctranslate2.converters.converter import Converter
+from ctranslate2.specs import transformer_spec
+
+from .checkpoints import load_checkpoint
+
+METADATA = "fairseq_rope_ct2.json"
+SUPPORTED_MODELS = ("rope_transformer", "transformer")
+
+
+class ExportError(ValueError):
+    """The checkpoint uses something CTranslate2 cannot represent; the message names the option."""
+
+
+def checkpoint_args(state, path):
+    args = state.get("args") or (state.get("cfg") or {}).get("model")
+    if not isinstance(args, Namespace):
+        raise ExportError(f"{path}: no model arguments (args or cfg.model) in this checkpoint; is it a fairseq checkpoint?")
+    return args
+
+
+def check_exportable(args, model_name):
+    """Refuses, naming the option, what the engine would silently compute differently."""
+    problems = []
+    if model_name not in SUPPORTED_MODELS:
+        problems.append(f"--arch {args.arch} (model {model_name}): only {' and '.join(SUPPORTED_MODELS)} are supported")
+    activation = getattr(args, "activation_fn", "relu")
+    if activation not in ct2_fairseq._SUPPORTED_ACTIVATIONS:
+        problems.append(f"--activation-fn {activation}: CTranslate2 has {', '.join(ct2_fairseq._SUPPORTED_ACTIVATIONS)}")
+    if getattr(args, "adaptive_softmax_cutoff", None):
+        problems.append("--adaptive-softmax-cutoff: CTranslate2 has a plain output projection only")
+    for side in ("decoder_input_dim", "decoder_output_dim"):
+        if getattr(args, side, args.decoder_embed_dim) != args.decoder_embed_dim:
+            problems.append(f"--{side.replace('_', '-')} {getattr(args, side)} != --decoder-embed-dim "
+                            f"{args.decoder_embed_dim}: input/output projections are not exported")
+    if getattr(args, "cross_self_attention", False):
+        problems.append("--cross-self-attention: not in CTranslate2's Transformer")
+    if model_name == "rope_transformer":
+        if getattr(args, "add_token_positional_embeddings", False):
+            problems.append("--add-token-positional-embeddings: CTranslate2 skips additive positions "
+                            "in layers with rotary self-attention")
+        for option, default in (("rope_attention", "softmax"), ("rope_scaling", "none"), ("rope_random_positions", None)):
+            value = getattr(args, option, default)
+            if value != default and not (option == "rope_random_positions" and not value):
+                problems.append(f"--{option.replace('_', '-')} {value}: not exported (only {default})")
+    elif getattr(args, "no_token_positional_embeddings", False):
+        problems.append("--no-token-positional-embeddings: a transformer without positions has no CTranslate2 spec")
+    if problems:
+        raise ExportError("cannot export to CTranslate2: " + "; ".join(problems))
+
+
+def set_input_layers(spec, module, rotary: bool):
+    """ctranslate2's fairseq ``set_input_layers`` without a position table for rotary models."""
+    if rotary:
+        ct2_fairseq.set_embeddings(spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings,
+                                   module.embed_tokens)
+        spec.scale_embeddings = module.embed_scale
+    else:
+        ct2_fairseq.set_input_layers(spec, module)
+
+
+def model_spec(args, model) -> transformer_spec.TransformerSpec:
+    """The CTranslate2 spec of a loaded fairseq ``transformer`` or ``rope_transformer`` model."""
+    rotary = {}
+    if hasattr(args, "rope_theta"):
+        rotary = dict(rotary_dim=args.rope_dim or 0, rotary_interleave=args.rope_layout == "interleaved",
+                      rotary_base=float(args.rope_theta))
+    activation = ct2_fairseq._SUPPORTED_ACTIVATIONS[getattr(args, "activation_fn", "relu")]
+    encoder, decoder = model.encoder, model.decoder
+    encoder_spec = transformer_spec.TransformerEncoderSpec(
+        len(encoder.layers), args.encoder_attention_heads, pre_norm=args.encoder_normalize_before,
+        activation=activation, layernorm_embedding=encoder.layernorm_embedding is not None, **rotary)
+    decoder_spec = transformer_spec.TransformerDecoderSpec(
+        len(decoder.layers), args.decoder_attention_heads, pre_norm=args.decoder_normalize_before,
+        no_final_norm=decoder.layer_norm is None, activation=activation,
+        layernorm_embedding=decoder.layernorm_embedding is not None, **rotary)
+    spec = transformer_spec.TransformerSpec(encoder_spec, decoder_spec)
+
+    set_input_layers(encoder_spec, encoder, bool(rotary))
+    for layer_spec, layer in zip(encoder_spec.layer, encoder.layers):
+        ct2_fairseq.set_transformer_encoder_layer(layer_spec, layer)
+    set_input_layers(decoder_spec, decoder, bool(rotary))
+    ct2_fairseq.set_linear(decoder_spec.projection, decoder.output_projection)
+    for layer_spec, layer in zip(decoder_spec.layer, decoder.layers):
+        ct2_fairseq.set_transformer_decoder_layer(layer_spec, layer)
+    for side_spec, module in ((encoder_spec, encoder), (decoder_spec, decoder)):
+        if module.layer_norm is not None:
+            ct2_fairseq.set_layer_norm(side_spec.layer_norm, module.layer_norm)
+        if module.layernorm_embedding is not None:
+            ct2_fairseq.set_layer_norm(side_spec.layernorm_embedding, module.layernorm_embedding)
+
+    spec.register_source_vocabulary(ct2_fairseq._get_vocab(encoder.dictionary))
+    spec.register_target_vocabulary(ct2_fairseq._get_vocab(decoder.dictionary))
+    spec.config.decoder_start_token = spec.config.eos_token  # fairseq starts decoding with </s>
+    spec.config.add_source_eos = True  # and ends every source with </s>
+    spec.config.layer_norm_epsilon = float(encoder.layers[0].final_layer_norm.eps)
+    return spec
+
+
+def load_model(checkpoint: str, data_bin: str, source_lang=None, target_lang=None):
+    """(args, model) of a checkpoint, loaded with weights_only, with the dictionaries of ``data_bin``."""
+    from fairseq import models, tasks
+    from fairseq.data.data_utils import infer_language_pair
+
+    from . import model as _registers_rope_transformer  # noqa: F401
+
+    state = load_checkpoint(checkpoint)
+    args = checkpoint_args(state, checkpoint)
+    args.data = data_bin
+    args.source_lang = source_lang or args.source_lang
+    args.target_lang = target_lang or args.target_lang
+    if args.source_lang is None or args.target_lang is None:  # as fairseq's translation task infers them
+        args.source_lang, args.target_lang = infer_language_pair(data_bin)
+        if args.source_lang is None:
+            raise ValueError(f"cannot tell the language pair from {data_bin} (no <split>.<src>-<tgt>.* files): "
+                             f"give the source and target language")
+    model_name = models.ARCH_MODEL_NAME_REGISTRY.get(args.arch, getattr(args, "_name", None))
+    check_exportable(args, model_name)
+    for lang in (args.source_lang, args.target_lang):
+        path = os.path.join(data_bin, f"dict.{lang}.txt")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"dictionary for '{lang}' not found: {path} (wrong --data-bin or language?)")
+    task = tasks.setup_task(args)
+    model = models.build_model(args, task)
+    try:
+        model.load_state_dict(state["model"], strict=True, model_cfg=args)
+    except RuntimeError as error:
+        if "size mismatch" not in str(error):
+            raise
+        raise ExportError(
+            f"{checkpoint} does not fit the dictionaries in {data_bin} (source {len(task.source_dictionary)}, "
+            f"target {len(task.target_dictionary)} symbols): was it trained with another --data-bin?\n{error}"
+        ) from None
+    return args, model.eval()
+
+
+class _SpecConverter(Converter):
+    def __init__(self, spec):
+        self.spec = spec
+
+    def _load(self):
+        return self.spec
+
+
+def export(checkpoint: str, data_bin: str, output_dir: str, quantization: Optional[str] = None, force: bool = False,
+           bpe_codes: Optional[str] = None, sentencepiece_model: Optional[str] = None, tokenizer: Optional[str] = "moses",
+           source_lang: Optional[str] = None, target_lang: Optional[str] = None) -> str:
+    """Writes the CTranslate2 model of ``checkpoint`` to ``output_dir`` with what translation needs
+    beside it: the fairseq dictionaries, the BPE codes or sentencepiece model, and METADATA.
+
+    The directory is assembled under a temporary name beside ``output_dir`` and renamed at the end,
+    so a failed or killed export leaves no half-written model under that name."""
+    if bpe_codes and sentencepiece_model:
+        raise ValueError("give BPE codes (subword-nmt) or a sentencepiece model, not both")
+    for path, what in ((checkpoint, "checkpoint"), (bpe_codes, "BPE codes file"), (sentencepiece_model, "sentencepiece model")):
+        if path and not os.path.isfile(path):
+            raise FileNotFoundError(f"{what} not found: {path}")
+    output_dir = os.path.abspath(output_dir)
+    if os.path.exists(output_dir) and not force:
+        raise FileExistsError(f"output directory exists: {output_dir} (give --force to replace it)")
+    args, model = load_model(checkpoint, data_bin, source_lang, target_lang)
+    with torch.no_grad():
+        spec = model_spec(args, model)
+
+    parent = os.path.dirname(output_dir)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
+    try:
+        _SpecConverter(spec).convert(staging, quantization=quantization, force=True)
+        for lang in (args.source_lang, args.target_lang):
+            shutil.copyfile(os.path.join(data_bin, f"dict.{lang}.txt"), os.path.join(staging, f"dict.{lang}.txt"))
+        bpe = None
+        if bpe_codes:
+            bpe = dict(bpe="subword_nmt", file="bpe.codes")
+            shutil.copyfile(bpe_codes, os.path.join(staging, bpe["file"]))
+        elif sentencepiece_model:
+            bpe = dict(bpe="sentencepiece", file="sentencepiece.model")
+            shutil.copyfile(sentencepiece_model, os.path.join(staging, bpe["file"]))
+            tokenizer = None
+        metadata = dict(
+            source_lang=args.source_lang, target_lang=args.target_lang, tokenizer=tokenizer, bpe=bpe,
+            arch=args.arch, checkpoint=os.path.abspath(checkpoint), quantization=quantization or "float32",
+            max_source_positions=model.encoder.max_positions(), max_target_positions=model.decoder.max_positions(),
+            ctranslate2_version=ctranslate2.__version__,
+        )
+        with open(os.path.join(staging, METADATA), "w", encoding="utf-8") as f:
+            json.dump(metadata, f, indent=2)
+            f.write("\n")
+        if os.path.exists(output_dir):  # --force: the old model goes only once the new one is complete
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.old-", dir=parent)
+            os.rename(output_dir, os.path.join(old, "model"))
+            os.rename(staging, output_dir)
+            shutil.rmtree(old)
+        else:
+            os.rename(staging, output_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return output_dir
+
+
+def fairseq_max_len(n_subwords: int, max_len_a: float, max_len_b: int, max_target_positions: int) -> int:
+    """Tokens fairseq's SequenceGenerator allows before the EOS for a source of ``n_subwords``
+    translated alone (its source length then counts the EOS)."""
+    return min(int(max_len_a * (n_subwords + 1) + max_len_b), max_target_positions - 1)
+
+
+class CTranslate2Translator:
+    """The ``translate()`` of :class:`fairseq_rope.hub.Translator`, run by CTranslate2.
+
+    Raw sentences in, detokenized translations out, with fairseq's own tokenizer and BPE
+    (so the subwords are exactly fairseq-interactive's), beam 4 and length penalty 0.6 by default.
+
+    Args:
+        model_dir: a directory written by ``fairseq-rope-ct2``.
+        device: "cpu" or "cuda"; compute_type: CTranslate2's (default: the model's quantization).
+        threads: intra-op threads (0: CTranslate2's default); max_batch_size: sentences per batch.
+    """
+
+    def __init__(self, model_dir: str, device: str = "cpu", compute_type: str = "default", threads: int = 0,
+                 beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.2, max_len_b: int = 10,
+                 max_batch_size: int = 64):
+        meta_path = os.path.join(model_dir, METADATA)
+        if not os.path.isfile(meta_path):
+            raise FileNotFoundError(f"{meta_path} not found: {model_dir} is not a model written by fairseq-rope-ct2")
+        with open(meta_path, encoding="utf-8") as f:
+            self.metadata = json.load(f)
+        self.model_dir = model_dir
+        self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
+                                                 intra_threads=threads)
+        self.compute_type = self.translator.compute_type
+        self.beam, self.lenpen, self.max_len_a, self.max_len_b = beam, lenpen, max_len_a, max_len_b
+        self.max_batch_size = max_batch_size
+        self.tokenizer, self.bpe = self._text_pipeline()
+
+    def _text_pipeline(self):
+        from fairseq.data import encoders
+
+        meta = self.metadata
+        tokenizer = bpe = None
+        if meta.get("tokenizer"):
+            tokenizer = encoders.build_tokenizer(Namespace(
+                tokenizer=meta["tokenizer"], moses_source_lang=meta["source_lang"], moses_target_lang=meta["target_lang"],
+                moses_no_dash_splits=False, moses_no_escape=False))
+        if meta.get("bpe"):
+            path = os.path.join(self.model_dir, meta["bpe"]["file"])
+            if meta["bpe"]["bpe"] == "subword_nmt":
+                bpe = encoders.build_bpe(Namespace(bpe="subword_nmt", bpe_codes=path, bpe_separator="@@"))
+            else:
+                bpe = encoders.build_bpe(Namespace(bpe="sentencepiece", sentencepiece_model=path,
+                                                   sentencepiece_enable_sampling=False, sentencepiece_alpha=None))
+        return tokenizer, bpe
+
+    def encode(self, sentence: str) -> List[str]:
+        if self.tokenizer is not None:
+            sentence = self.tokenizer.encode(sentence)
+        if self.bpe is not None:
+            sentence = self.bpe.encode(sentence)
+        return sentence.split()
+
+    def decode(self, tokens: Sequence[str]) -> str:
+        sentence = " ".join(tokens)
+        if self.bpe is not None:
+            sentence = self.bpe.decode(sentence)
+        if self.tokenizer is not None:
+            sentence = self.tokenizer.decode(sentence)
+        return sentence
+
+    def translate_tokens(self, sources: Sequence[Sequence[str]], beam: Optional[int] = None,
+                         lenpen: Optional[float] = None, nbest: int = 1):
+        """Beam search over subword sequences; returns, per source, ``nbest`` (tokens, score) pairs
+        best first, the score fairseq's: sum of log-probabilities (EOS included) / (length + 1)**lenpen."""
+        beam = beam or self.beam
+        lenpen = self.lenpen if lenpen is None else lenpen
+        limit = self.metadata["max_source_positions"] - 1  # the source EOS takes one position
+        for i, source in enumerate(sources):
+            if len(source) > limit:
+                raise ValueError(f"sentence {i} has {len(source)} subwords; this model takes at most {limit} "
+                                 f"(its max source positions {limit + 1}, with the EOS)")
+        max_lens = [fairseq_max_len(len(s), self.max_len_a, self.max_len_b, self.metadata["max_target_positions"])
+                    for s in sources]
+        results = [None] * len(sources)
+        order = sorted(range(len(sources)), key=lambda i: (max_lens[i], len(sources[i])))
+        eos = "</s>"
+        for max_len, group in groupby(order, key=lambda i: max_lens[i]):
+            group = list(group)
+            for start in range(0, len(group), self.max_batch_size):
+                batch = group[start : start + self.max_batch_size]
+                outputs = self.translator.translate_batch(
+                    [list(sources[i]) for i in batch], beam_size=beam, num_hypotheses=nbest, length_penalty=lenpen,
+                    return_end_token=True, return_scores=True, max_decoding_length=max_len + 1,
+                    min_decoding_length=1, max_input_length=0)
+                for i, output in zip(batch, outputs):
+                    results[i] = [(h[:-1] if h and h[-1] == eos else h[:max_len], s)
+                                  for h, s in zip(output.hypotheses, output.scores)]
+        return results
+
+    def translate(self, sentences: Union[str, List[str]], beam: Optional[int] = None, lenpen: Optional[float] = None,
+                  verbose: bool = False):
+        """Raw text in (one sentence or a list), detokenized translation(s) out."""
+        single = isinstance(sentences, str)
+        batch = [sentences] if single else list(sentences)
+        best = [nbest[0][0] for nbest in self.translate_tokens([self.encode(s) for s in batch], beam, lenpen)]
+        outputs = [self.decode(tokens) for tokens in best]
+        if verbose:
+            for source, output in zip(batch, outputs):
+                print(f"S\t{source}\nH\t{output}")
+        return outputs[0] if single else outputs
+
+    def score_tokens(self, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]]) -> List[np.ndarray]:
+        """Forced decoding: per pair, the log-probability of each target subword and of the final EOS."""
+        outputs = self.translator.score_batch([list(s) for s in sources], [list(t) for t in targets],
+                                              max_batch_size=self.max_batch_size, max_input_length=0)
+        return [np.asarray(output.log_probs, dtype=np.float64) for output in outputs]
