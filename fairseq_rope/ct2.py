@@ -17,15 +17,23 @@ Decoding as fairseq's SequenceGenerator (checked against fairseq-generate in tes
     sentence of the batch. Here S is each sentence's own length with its EOS, as fairseq computes it
     for a sentence translated alone (fairseq-interactive, the hub), so that a translation does not
     depend on its batch. CTranslate2 has one limit per call: sentences are grouped by max_len and
-    each group is decoded with ``max_decoding_length = max_len + 1`` (the EOS included). At that step
-    fairseq forces the EOS while CTranslate2 keeps the best token: a hypothesis that reaches the
-    limit without EOS has that last token dropped, so both return max_len tokens (their ranking may
-    differ there);
-  * minimum length 1 (fairseq's default ``--min-len 1``: no empty translation), no input truncation
-    (``max_input_length=0``; inputs over the model's source positions are refused instead).
+    each group is decoded with ``max_decoding_length = max_len + 1`` (the EOS included). At that
+    last step fairseq forces the EOS, while CTranslate2 keeps the best token: so the hypotheses
+    that reach the limit are cut to max_len tokens, re-scored with the EOS after them
+    (``score_batch``) and ranked with the others by fairseq's score (tests: max length 3 on a
+    trained model, identical to fairseq-generate);
+  * minimum length 1 (fairseq's default ``--min-len 1``: no empty translation). Both forbid the EOS
+    at the first step, but CTranslate2 does so before its softmax, which renormalises that step's
+    log-probabilities over the other tokens, while fairseq sets the EOS to -inf after it: every
+    CTranslate2 hypothesis score is too high by -log(1 - p(EOS first)) / length**lenpen. That
+    p(EOS first) comes from ``score_batch`` with an empty target (one encoder pass per batch) and the
+    scores are corrected, so that they and the ranking are fairseq's;
+  * no input truncation (``max_input_length=0``; inputs over the model's source positions are
+    refused instead).
 """
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -136,7 +144,7 @@ def model_spec(args, model) -> transformer_spec.TransformerSpec:
 
 
 def load_model(checkpoint: str, data_bin: str, source_lang=None, target_lang=None):
-    """(args, model) of a checkpoint, loaded with weights_only, with the dictionaries of ``data_bin``."""
+    """(args, task, model) of a checkpoint, loaded with weights_only, with the dictionaries of ``data_bin``."""
     from fairseq import models, tasks
     from fairseq.data.data_utils import infer_language_pair
 
@@ -169,7 +177,7 @@ def load_model(checkpoint: str, data_bin: str, source_lang=None, target_lang=Non
             f"{checkpoint} does not fit the dictionaries in {data_bin} (source {len(task.source_dictionary)}, "
             f"target {len(task.target_dictionary)} symbols): was it trained with another --data-bin?\n{error}"
         ) from None
-    return args, model.eval()
+    return args, task, model.eval()
 
 
 class _SpecConverter(Converter):
@@ -196,7 +204,7 @@ def export(checkpoint: str, data_bin: str, output_dir: str, quantization: Option
     output_dir = os.path.abspath(output_dir)
     if os.path.exists(output_dir) and not force:
         raise FileExistsError(f"output directory exists: {output_dir} (give --force to replace it)")
-    args, model = load_model(checkpoint, data_bin, source_lang, target_lang)
+    args, _, model = load_model(checkpoint, data_bin, source_lang, target_lang)
     with torch.no_grad():
         spec = model_spec(args, model)
 
@@ -319,19 +327,35 @@ class CTranslate2Translator:
                     for s in sources]
         results = [None] * len(sources)
         order = sorted(range(len(sources)), key=lambda i: (max_lens[i], len(sources[i])))
-        eos = "</s>"
         for max_len, group in groupby(order, key=lambda i: max_lens[i]):
             group = list(group)
             for start in range(0, len(group), self.max_batch_size):
                 batch = group[start : start + self.max_batch_size]
                 outputs = self.translator.translate_batch(
-                    [list(sources[i]) for i in batch], beam_size=beam, num_hypotheses=nbest, length_penalty=lenpen,
+                    [list(sources[i]) for i in batch], beam_size=beam, num_hypotheses=beam, length_penalty=lenpen,
                     return_end_token=True, return_scores=True, max_decoding_length=max_len + 1,
                     min_decoding_length=1, max_input_length=0)
-                for i, output in zip(batch, outputs):
-                    results[i] = [(h[:-1] if h and h[-1] == eos else h[:max_len], s)
-                                  for h, s in zip(output.hypotheses, output.scores)]
+                first_eos = self.score_tokens([sources[i] for i in batch], [[]] * len(batch))
+                for i, output, eos in zip(batch, outputs, first_eos):
+                    renormalised = math.log1p(-math.exp(min(float(eos[0]), -1e-12)))
+                    results[i] = self._fairseq_ranking(sources[i], output, max_len, lenpen, renormalised)[:nbest]
         return results
+
+    def _fairseq_ranking(self, source, output, max_len: int, lenpen: float, renormalised: float):
+        """The finished hypotheses of one sentence, best first by fairseq's score: CTranslate2's
+        first-step renormalisation (``renormalised`` = log(1 - p(EOS first))) taken out, and the
+        hypotheses cut at the length limit (no EOS) given fairseq's forced EOS, scored by score_batch."""
+        finished, cut = {}, []
+        for tokens, score in zip(output.hypotheses, output.scores):
+            if tokens and tokens[-1] == "</s>":
+                finished.setdefault(tuple(tokens[:-1]), score + renormalised / len(tokens) ** lenpen)
+            else:
+                cut.append(tuple(tokens[:max_len]))
+        cut = [prefix for prefix in dict.fromkeys(cut) if prefix not in finished]
+        if cut:
+            for prefix, log_probs in zip(cut, self.score_tokens([source] * len(cut), cut)):
+                finished[prefix] = float(log_probs.sum()) / (len(prefix) + 1) ** lenpen
+        return sorted(((list(tokens), score) for tokens, score in finished.items()), key=lambda h: -h[1])
 
     def translate(self, sentences: Union[str, List[str]], beam: Optional[int] = None, lenpen: Optional[float] = None,
                   verbose: bool = False):

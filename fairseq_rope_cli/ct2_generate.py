@@ -8,14 +8,15 @@ fairseq-preprocess directory (the very subwords fairseq-generate translates) or 
 (tokenized and BPE'd with the model's own tokenizer and codes, as fairseq-interactive does).
 Output per sentence, in input order: S-<id> (source subwords), H-<id> <tab> score <tab> hypothesis
 (subwords; --remove-bpe as fairseq's) and D-<id> <tab> score <tab> detokenized text; so
-fairseq-rope-score reads it like a fairseq-generate log. The score is fairseq's: the sum of the
-log-probabilities (EOS included) divided by (length + 1) ** lenpen.
+fairseq-rope-score reads it like a fairseq-generate log. The score is fairseq-generate's: the sum of
+the log-probabilities (EOS included) divided by (length + 1) ** lenpen, in base 2 as it prints it.
 
 Decoding means what fairseq-generate's options mean (beam, lenpen, max length a * S + b with S the
 source length with its EOS, at least one token); see fairseq_rope/ct2.py for how it is matched.
 """
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -101,6 +102,7 @@ def main(argv=None):
     for i, (source, nbest) in enumerate(zip(sources, results)):
         out.write(f"S-{i}\t{' '.join(source)}\n")
         for tokens, score in nbest:
+            score = score / math.log(2)  # as fairseq-generate prints it
             text = " ".join(tokens)
             out.write(f"H-{i}\t{score}\t{post_process(text, args.remove_bpe) if args.remove_bpe else text}\n")
             out.write(f"D-{i}\t{score}\t{mt.decode(tokens)}\n")

@@ -1,0 +1,167 @@
+"""CTranslate2 export: fairseq-rope-ct2, fairseq-rope-ct2-generate and load_translator(backend="ctranslate2")
+give fairseq's translations and fairseq's log-probabilities, for every rotary setting and the baseline."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from subword_nmt.apply_bpe import BPE
+from subword_nmt.learn_bpe import learn_bpe
+
+from conftest import USER_DIR
+
+ctranslate2 = pytest.importorskip("ctranslate2")  # in the test extras; skipped only where it cannot install
+
+BIN = os.path.dirname(sys.executable)
+TINY = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder-embed-dim 64 "
+        "--encoder-ffn-embed-dim 128 --decoder-ffn-embed-dim 128 --encoder-attention-heads 4 "
+        "--decoder-attention-heads 4 --share-all-embeddings").split()
+TRAIN = [*TINY, "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "5e-3", "--lr-scheduler", "inverse_sqrt",
+         "--warmup-updates", "10", "--warmup-init-lr", "1e-7", "--criterion", "label_smoothed_cross_entropy",
+         "--label-smoothing", "0.1", "--max-tokens", "2000", "--cpu", "--seed", "1", "--no-progress-bar",
+         "--user-dir", USER_DIR, "--num-workers", "0", "--max-update", "250", "--disable-validation",
+         "--no-epoch-checkpoints"]
+# the settings CTranslate2 must reproduce: both layouts, partial rotation in each, theta != 10000, the baseline
+VARIANTS = {
+    "interleaved": ["--arch", "rope_transformer"],
+    "half_partial": ["--arch", "rope_transformer", "--rope-layout", "half", "--rope-dim", "8"],
+    "partial_theta": ["--arch", "rope_transformer", "--rope-dim", "12", "--rope-theta", "500"],
+    "baseline": ["--arch", "transformer"],
+}
+N_TEST = 200
+
+
+def run(tool, *args, check=True, **kwargs):
+    result = subprocess.run([os.path.join(BIN, tool), *map(str, args)], capture_output=True, text=True, **kwargs)
+    if check and result.returncode:
+        raise AssertionError(f"{tool} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A toy task (reverse the word order), BPE'd with subword-nmt, 200 test sentences."""
+    root = tmp_path_factory.mktemp("ct2")
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(30)]
+    raw = {}
+    for split, n in [("train", 600), ("valid", 20), ("test", N_TEST)]:
+        sentences = [rng.choices(words, k=rng.randint(2, 12)) for _ in range(n)]
+        raw[split, "src"] = [" ".join(s) for s in sentences]
+        raw[split, "tgt"] = [" ".join(reversed(s)) for s in sentences]
+    (root / "raw.src").write_text("".join(line + "\n" for line in raw["test", "src"]))
+    with open(root / "codes", "w") as codes:
+        learn_bpe(raw["train", "src"] + raw["train", "tgt"], codes, num_symbols=15)
+    with open(root / "codes") as codes:
+        bpe = BPE(codes)
+    for (split, lang), lines in raw.items():
+        (root / f"{split}.{lang}").write_text("".join(bpe.process_line(line) + "\n" for line in lines))
+    run("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+        "--trainpref", root / "train", "--validpref", root / "valid", "--testpref", root / "test",
+        "--destdir", root / "bin", "--workers", "1")
+    return root
+
+
+@pytest.fixture(scope="module")
+def models(data):
+    """{variant: checkpoint}: each trained 250 updates (its translations differ between sentences),
+    two at a time with one thread each."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+
+    def train(name):
+        save = data / name
+        run("fairseq-train", data / "bin", *VARIANTS[name], *TRAIN, "--save-dir", save, env=env)
+        return name, save / "checkpoint_last.pt"
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(train, VARIANTS))
+
+
+@pytest.fixture(scope="module")
+def exported(data, models):
+    return {name: run("fairseq-rope-ct2", "--checkpoint", ckpt, "--data-bin", data / "bin", "--output-dir",
+                      data / f"ct2-{name}", "--bpe-codes", data / "codes") and data / f"ct2-{name}"
+            for name, ckpt in models.items()}
+
+
+def hypotheses(stdout):
+    """{id: (subword hypothesis, score)} of fairseq-generate's (or fairseq-rope-ct2-generate's) H lines."""
+    found = {}
+    for line in stdout.splitlines():
+        if line.startswith("H-"):
+            head, score, text = line.split("\t")
+            found[int(head[2:])] = text, float(score)
+    return found
+
+
+def compare_generate(data, checkpoint, ct2_dir, *flags):
+    """fairseq-generate and fairseq-rope-ct2-generate with the same flags: (identical, n, distinct,
+    largest score difference where identical, examples of differences)."""
+    fairseq_out = run("fairseq-generate", data / "bin", "--user-dir", USER_DIR, "--path", checkpoint, "--cpu",
+                      "--gen-subset", "test", "--batch-size", "50", *flags)
+    ct2_out = run("fairseq-rope-ct2-generate", ct2_dir, "--data-bin", data / "bin", "--threads", "1", *flags)
+    expected, got = hypotheses(fairseq_out.stdout), hypotheses(ct2_out.stdout)
+    assert sorted(expected) == sorted(got) == list(range(N_TEST))
+    assert "compute type float32" in ct2_out.stdout.splitlines()[-1]
+    same = [i for i in range(N_TEST) if expected[i][0] == got[i][0]]
+    score_gap = max(abs(expected[i][1] - got[i][1]) for i in same)
+    different = [(expected[i][0], got[i][0]) for i in range(N_TEST) if expected[i][0] != got[i][0]]
+    return len(same), len({text for text, _ in expected.values()}), score_gap, different[:5]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_ct2_beam_search_equals_fairseq_generate(data, models, exported, variant):
+    """Beam 4, length penalty 0.6, fairseq-generate's default max length: >= 99% of 200 sentences
+    identical, and fairseq's score (log-probability / (length + 1) ** lenpen) for each of them."""
+    same, distinct, score_gap, different = compare_generate(data, models[variant], exported[variant],
+                                                            "--beam", "4", "--lenpen", "0.6")
+    assert distinct > 0.9 * N_TEST, "model too undertrained: translations repeat"
+    assert same >= 0.99 * N_TEST, different
+    assert score_gap < 1e-4
+
+
+@pytest.mark.parametrize("flags", [["--lenpen", "2"], ["--lenpen", "0.6", "--max-len-a", "0", "--max-len-b", "3"]],
+                         ids=["long_lenpen", "max_len"])
+def test_ct2_length_penalty_and_max_length_mean_fairseqs(data, models, exported, flags):
+    """A strong length penalty ranks as fairseq's (EOS counted in the length); a maximum length of 3
+    cuts translations where fairseq's does and ranks them as fairseq does, whose EOS is forced there."""
+    same, _, score_gap, different = compare_generate(data, models["interleaved"], exported["interleaved"],
+                                                     "--beam", "4", *flags)
+    assert same >= 0.99 * N_TEST, different
+    assert score_gap < 1e-4
+
+
+def fairseq_log_probs(model, task, source, target):
+    """fairseq's per-token log-probabilities of ``target`` + EOS given ``source`` (teacher forcing)."""
+    d = task.target_dictionary
+    src = task.source_dictionary.encode_line(" ".join(source), add_if_not_exist=False).long()[None]
+    tgt = d.encode_line(" ".join(target), add_if_not_exist=False).long()
+    prev = torch.cat([tgt.new_tensor([d.eos()]), tgt[:-1]])[None]
+    with torch.no_grad():
+        logits, _ = model(src, torch.tensor([src.size(1)]), prev)
+        lprobs = torch.log_softmax(logits.double(), -1)[0]
+    return lprobs.gather(-1, tgt[:, None])[:, 0].numpy()
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_ct2_forced_decoding_log_probs_equal_fairseq(data, models, exported, variant):
+    from fairseq_rope.ct2 import CTranslate2Translator, load_model
+
+    _, task, model = load_model(str(models[variant]), str(data / "bin"))
+    sources = [line.split() for line in (data / "test.src").read_text().splitlines()[:40]]
+    targets = [line.split() for line in (data / "test.tgt").read_text().splitlines()[:40]]
+    targets[0] = targets[0] + targets[1] + targets[2]  # a target far longer than its source too
+    mt = CTranslate2Translator(str(exported[variant]), threads=1)
+    got = mt.score_tokens(sources, targets)
+    worst = 0.0
+    for source, target, ct2_lp in zip(sources, targets, got):
+        expected = fairseq_log_probs(model, task, source, target)
+        assert ct2_lp.shape == expected.shape == (len(target) + 1,)
+        worst = max(worst, abs(ct2_lp - expected).max())
+    assert worst < 1e-4, worst
