@@ -159,7 +159,7 @@ def load_model(checkpoint: str, data_bin: str, source_lang=None, target_lang=Non
         args.source_lang, args.target_lang = infer_language_pair(data_bin)
         if args.source_lang is None:
             raise ValueError(f"cannot tell the language pair from {data_bin} (no <split>.<src>-<tgt>.* files): "
-                             f"give the source and target language")
+                             f"give the languages (--source-lang/--target-lang)")
     model_name = models.ARCH_MODEL_NAME_REGISTRY.get(args.arch, getattr(args, "_name", None))
     check_exportable(args, model_name)
     for lang in (args.source_lang, args.target_lang):
@@ -272,7 +272,7 @@ class CTranslate2Translator:
         with open(meta_path, encoding="utf-8") as f:
             self.metadata = json.load(f)
         self.model_dir = model_dir
-        self.translator = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
+        self.translator = ctranslate2.Translator(str(model_dir), device=device, compute_type=compute_type,
                                                  intra_threads=threads)
         self.compute_type = self.translator.compute_type
         self.beam, self.lenpen, self.max_len_a, self.max_len_b = beam, lenpen, max_len_a, max_len_b

@@ -15,6 +15,7 @@ from subword_nmt.apply_bpe import BPE
 from subword_nmt.learn_bpe import learn_bpe
 
 from conftest import USER_DIR
+from fairseq_rope.checkpoints import load_checkpoint
 
 ctranslate2 = pytest.importorskip("ctranslate2")  # in the test extras; skipped only where it cannot install
 
@@ -165,3 +166,121 @@ def test_ct2_forced_decoding_log_probs_equal_fairseq(data, models, exported, var
         assert ct2_lp.shape == expected.shape == (len(target) + 1,)
         worst = max(worst, abs(ct2_lp - expected).max())
     assert worst < 1e-4, worst
+
+
+def with_args(checkpoint, path, **changes):
+    """A copy of ``checkpoint`` whose model arguments are changed."""
+    state = load_checkpoint(checkpoint)
+    args = state["args"] or state["cfg"]["model"]
+    for key, value in changes.items():
+        setattr(args, key, value)
+    torch.save(state, path)
+    return path
+
+
+@pytest.mark.parametrize("change, named", [
+    (dict(add_token_positional_embeddings=True, no_token_positional_embeddings=False), "--add-token-positional-embeddings"),
+    (dict(activation_fn="tanh"), "--activation-fn tanh"),
+    (dict(arch="lstm"), "--arch lstm"),
+    (dict(rope_attention="linear"), "--rope-attention linear"),
+])
+def test_export_refuses_what_ctranslate2_cannot_represent(data, models, tmp_path, change, named):
+    checkpoint = with_args(models["interleaved"], tmp_path / "changed.pt", **change)
+    out = run("fairseq-rope-ct2", "--checkpoint", checkpoint, "--data-bin", data / "bin", "--output-dir",
+              tmp_path / "out", check=False)
+    assert out.returncode == 1 and "fairseq-rope-ct2: error: cannot export to CTranslate2" in out.stderr, out.stderr
+    assert named in out.stderr and "Traceback" not in out.stderr
+    assert os.listdir(tmp_path) == ["changed.pt"]  # no output directory, no leftovers
+
+
+def test_export_refuses_other_dictionaries_existing_output_and_unsafe_checkpoints(data, models, tmp_path):
+    other = tmp_path / "other-bin"
+    other.mkdir()
+    for lang in ("src", "tgt"):  # a dictionary with other words: the embeddings do not fit it
+        (other / f"dict.{lang}.txt").write_text("".join(f"x{i} 1\n" for i in range(50)))
+    out = run("fairseq-rope-ct2", "--checkpoint", models["interleaved"], "--data-bin", other, "--output-dir",
+              tmp_path / "out", check=False)
+    assert out.returncode == 1 and "give the languages (--source-lang/--target-lang)" in out.stderr
+    out = run("fairseq-rope-ct2", "--checkpoint", models["interleaved"], "--data-bin", other, "--output-dir",
+              tmp_path / "out", "--source-lang", "src", "--target-lang", "tgt", check=False)
+    assert out.returncode == 1 and "does not fit the dictionaries in" in out.stderr and "--data-bin" in out.stderr
+    assert not (tmp_path / "out").exists()
+
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / "keep.txt").write_text("mine")
+    out = run("fairseq-rope-ct2", "--checkpoint", models["interleaved"], "--data-bin", data / "bin", "--output-dir",
+              existing, check=False)
+    assert out.returncode == 1 and f"--output-dir exists: {existing} (give --force" in out.stderr
+    assert (existing / "keep.txt").read_text() == "mine"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp_path / "pwned"),))
+
+    torch.save({"args": None, "model": {}, "payload": Payload()}, tmp_path / "evil.pt")
+    out = run("fairseq-rope-ct2", "--checkpoint", tmp_path / "evil.pt", "--data-bin", data / "bin", "--output-dir",
+              tmp_path / "out", check=False)
+    assert out.returncode == 1 and "refusing to load this checkpoint" in out.stderr
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_export_replaces_only_with_force_and_a_failed_export_leaves_nothing(data, models, tmp_path, monkeypatch):
+    from fairseq_rope import ct2
+
+    out = tmp_path / "model"
+    ct2.export(str(models["interleaved"]), str(data / "bin"), str(out), bpe_codes=str(data / "codes"))
+    first = (out / "model.bin").read_bytes()
+    assert sorted(os.listdir(out)) == ["bpe.codes", "config.json", "dict.src.txt", "dict.tgt.txt",
+                                       "fairseq_rope_ct2.json", "model.bin", "shared_vocabulary.json"]
+    meta = json.loads((out / "fairseq_rope_ct2.json").read_text())
+    assert meta["bpe"] == {"bpe": "subword_nmt", "file": "bpe.codes"} and meta["source_lang"] == "src"
+
+    def broken_save(self, output_dir):  # the engine's writer fails half way, e.g. a full disk
+        with open(os.path.join(output_dir, "model.bin"), "wb") as f:
+            f.write(b"partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ct2.transformer_spec.TransformerSpec, "save", broken_save)
+    with pytest.raises(OSError, match="No space left"):
+        ct2.export(str(models["baseline"]), str(data / "bin"), str(out), force=True)
+    assert (out / "model.bin").read_bytes() == first  # the old model is untouched
+    assert sorted(os.listdir(tmp_path)) == ["model"]  # and no staging directory is left
+    monkeypatch.undo()
+    ct2.export(str(models["baseline"]), str(data / "bin"), str(out), force=True, quantization="int8")
+    assert (out / "model.bin").read_bytes() != first
+    assert json.loads((out / "fairseq_rope_ct2.json").read_text())["arch"] == "transformer"
+    assert sorted(os.listdir(tmp_path)) == ["model"]
+
+
+def test_python_api_with_ctranslate2_translates_like_the_fairseq_api(data, models, exported):
+    """load_translator(backend="ctranslate2"): raw text in (Moses + BPE from the model directory),
+    detokenized text out, the paper's beam 4 and length penalty 0.6, as the fairseq backend."""
+    from fairseq_rope.hub import load_translator
+
+    sources = (data / "raw.src").read_text().splitlines()[:40]
+    checkpoint = models["interleaved"]
+    fairseq_mt = load_translator(checkpoint.parent, data / "bin", checkpoint_file=checkpoint.name,
+                                 bpe_codes=data / "codes", source_lang="src", target_lang="tgt")
+    ct2_mt = load_translator(exported["interleaved"], backend="ctranslate2", threads=1)
+    expected = [fairseq_mt.translate(s) for s in sources]  # one by one: fairseq's max length is per batch
+    assert len(set(expected)) > 30
+    assert ct2_mt.translate(sources) == expected
+    assert ct2_mt.translate(sources[0]) == expected[0]
+    assert ct2_mt.beam == 4 and ct2_mt.lenpen == 0.6
+    with pytest.raises(ValueError, match="leave out data_bin"):
+        load_translator(exported["interleaved"], data / "bin", backend="ctranslate2")
+    with pytest.raises(ValueError, match="backend must be 'fairseq' or 'ctranslate2'"):
+        load_translator(exported["interleaved"], backend="onnx")
+    with pytest.raises(FileNotFoundError, match="not a model written by fairseq-rope-ct2"):
+        load_translator(data / "bin", backend="ctranslate2")
+
+
+def test_ct2_generate_on_raw_text_prints_every_sentence_detokenized(data, exported, tmp_path):
+    raw = tmp_path / "in.txt"
+    raw.write_text("w1 w2 w3\n\nw4 w5\n")  # an empty line is translated too, not dropped
+    out = run("fairseq-rope-ct2-generate", exported["interleaved"], "--input", raw, "--threads", "1")
+    ids = [line.split("\t")[0] for line in out.stdout.splitlines() if line[:2] in ("S-", "H-", "D-")]
+    assert ids == ["S-0", "H-0", "D-0", "S-1", "H-1", "D-1", "S-2", "H-2", "D-2"]
+    bad = run("fairseq-rope-ct2-generate", exported["interleaved"], "--input", tmp_path / "missing.txt", check=False)
+    assert bad.returncode == 1 and "--input not found" in bad.stderr

@@ -25,7 +25,7 @@ NODE_RANK MASTER_ADDR MASTER_PORT LAUNCHER TOKENIZER BPE_MERGES BPE_VOCAB_THRESH
 SPM_INPUT_SENTENCES CLEAN_MIN CLEAN_MAX CLEAN_RATIO MAX_UPDATE LR WARMUP_INIT_LR WARMUP_UPDATES ADAM_BETAS DROPOUT
 LABEL_SMOOTHING WEIGHT_DECAY CLIP_NORM SEED TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU MAX_TOKENS UPDATE_FREQ PRECISION
 SAVE_INTERVAL_UPDATES KEEP_INTERVAL_UPDATES LOG_INTERVAL LOG_FORMAT EXTRA_TRAIN_ARGS DRY_RUN AVERAGE_LAST
-CHECKPOINT_UPPER_BOUND BEAM LENPEN GEN_SUBSET GEN_MAX_TOKENS REF TEST_SET PARALLEL_RUNS THREADS_PER_RUN SOURCES
+CHECKPOINT_UPPER_BOUND BEAM LENPEN BACKEND CT2_QUANTIZATION CT2_DIR CT2_DEVICE CT2_THREADS CT2_BATCH_SIZE GEN_SUBSET GEN_MAX_TOKENS REF TEST_SET PARALLEL_RUNS THREADS_PER_RUN SOURCES
 DOWNLOAD_DIR RAW_OUT EXPECT_VALID_LINES EXPECT_TEST_LINES USER_DIR VIRTUAL_ENV"""
 
 
@@ -129,6 +129,26 @@ def test_python_api_loads_the_averaged_checkpoint(recipe):
     mt = load_translator(checkpoint.parent, work / "data-bin", checkpoint_file=checkpoint.name,
                          bpe_codes=work / "prep" / "bpe" / "codes")
     assert mt.translate(sources) == expected
+
+
+def test_evaluate_with_ctranslate2_backend(recipe):
+    """BACKEND=ctranslate2: the averaged checkpoint exported, the test set translated by CTranslate2 to
+    fairseq-generate's translations, scored the same way; the result names the backend; a re-run skips."""
+    work = recipe["work"]
+    env = dict(recipe["env"], ARCH="rope_transformer", BACKEND="ctranslate2", CT2_THREADS="1")
+    proc = step("evaluate.sh", env)
+    assert f"exporting {work}/checkpoints/rope_transformer/checkpoint_avg_last2.pt to CTranslate2" in proc.stderr
+    result = json.loads((work / "eval" / "rope_transformer-ct2-float32" / "result.json").read_text())
+    assert result["backend"] == "ctranslate2" and result["ct2_compute_type"] == "float32"
+    assert result["ct2_dir"] == str(work / "ct2" / "rope_transformer-float32") and result["n_sentences"] == 16
+    fairseq_result = json.loads((work / "eval" / "rope_transformer" / "result.json").read_text())
+    assert fairseq_result["backend"] == "fairseq"
+    assert lines(result["hyps_detok"]) == lines(fairseq_result["hyps_detok"])
+    assert result["sacrebleu"] == fairseq_result["sacrebleu"]
+    again = step("evaluate.sh", env)
+    assert "CTranslate2 model up to date" in again.stderr and "translations up to date" in again.stderr
+    bad = step("evaluate.sh", dict(env, BACKEND="onnx"), ok=False)
+    assert "BACKEND must be one of: fairseq ctranslate2; got 'onnx'" in bad.stderr
 
 
 def test_train_dry_run_computes_tokens_per_update(recipe):
