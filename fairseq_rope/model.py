@@ -152,6 +152,9 @@ def validate_rope_args(args):
         raise ValueError(f"--rope-layout must be one of {', '.join(LAYOUTS)}; got {args.rope_layout!r}")
     if args.rope_attention not in ATTENTIONS:
         raise ValueError(f"--rope-attention must be one of {', '.join(ATTENTIONS)}; got {args.rope_attention!r}")
+    if args.rope_attention == "linear" and getattr(args, "attention_dropout", 0.0) > 0:
+        logger.warning("--rope-attention linear forms no attention weights in self-attention: --attention-dropout %g "
+                       "applies to cross-attention only", args.attention_dropout)
     for side in ("encoder", "decoder"):
         head_dim = getattr(args, f"{side}_embed_dim") // getattr(args, f"{side}_attention_heads")
         if args.rope_dim is not None and (args.rope_dim % 2 or not 0 < args.rope_dim <= head_dim):
