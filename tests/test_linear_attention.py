@@ -110,6 +110,14 @@ def test_causal_decoder_output_equals_eq19_with_n_le_m(layout, rope_dim, theta, 
         with torch.no_grad():
             out, _ = attn(x, x, x, key_padding_mask=padding, attn_mask=mask, need_weights=False)
         torch.testing.assert_close(out, want, rtol=1e-10, atol=1e-10)
+    # the same in two pieces, the second continuing from the first's incremental state
+    state, pieces = {}, []
+    with torch.no_grad():
+        for a, b in ((0, 4), (4, 9)):
+            piece = x[a:b]
+            pieces.append(attn(piece, piece, piece, key_padding_mask=padding[:, a:b], attn_mask=future[: b - a, : b - a],
+                               incremental_state=state)[0])
+    torch.testing.assert_close(torch.cat(pieces), want, rtol=1e-10, atol=1e-10)
 
 
 def test_masks_other_than_the_future_mask_and_before_softmax_are_refused():
