@@ -10,10 +10,10 @@ By associativity the numerator is (R_m phi(q_m))^T S with S = sum_n (R_n phi(k_n
 matrix per head, and the denominator phi(q_m)^T z with z = sum_n phi(k_n): O(N) in the length.
 
   * non-causal (encoder): S and z over all keys, computed once;
-  * causal (decoder, n <= m): prefix sums, by chunks of ``chunk`` positions: within a chunk the
-    masked products written out (chunk x chunk), across chunks the cumulative sums of each
-    chunk's S and z (cumsum), so that memory stays O(N * (chunk + d)) instead of the N x d x d
-    of a cumsum per position;
+  * causal (decoder, n <= m): prefix sums. z_m: a cumsum of phi(k_n) over positions. S_m: by
+    chunks of ``chunk`` positions, the masked products within a chunk written out (chunk x chunk),
+    across chunks the cumsum of each chunk's S, so that memory stays O(N * (chunk + d) + N/chunk *
+    d * d) instead of the N x d x d of an S per position;
   * incremental decoding carries (S, z) of all earlier tokens as the state.
 
 Other choices, stated: queries are not scaled by 1/sqrt(d) (phi is applied to the projections as
@@ -89,21 +89,23 @@ def rope_linear_attention(
 
 
 def _causal(phi_q, phi_k, rot_q, rot_k, v, state, chunk):
-    """Causal eq. 19 (n <= m) on B x H x T x d tensors, by chunks of ``chunk`` positions."""
+    """Causal eq. 19 (n <= m) on B x H x T x d tensors. Denominators: phi(q_m)^T z_m with z_m the
+    cumulative sum of phi(k_n) over n <= m (B x H x T x d, the size of q). Numerators: by chunks of
+    ``chunk`` positions, the masked products within a chunk written out, plus (R_m phi(q_m))^T S
+    of all the keys before the chunk, from the cumulative sum of each chunk's S."""
     B, H, T, _ = phi_q.shape
+    z = phi_k.cumsum(2)  # B x H x T x d
+    if state is not None:
+        z = z + state[1].unsqueeze(2)
+    den = (phi_q * z).sum(-1, keepdim=True)
     n = -(-T // chunk)
-    # pad T to n * chunk (zero keys add nothing; the padded queries' rows are dropped at the end)
-    phi_q, phi_k, rot_q, rot_k, v = (
-        F.pad(x, (0, 0, 0, n * chunk - T)).unflatten(2, (n, chunk)) for x in (phi_q, phi_k, rot_q, rot_k, v))
-    chunk_S, chunk_z = rot_k.transpose(3, 4) @ v, phi_k.sum(3)  # per chunk: B x H x n x d x d_v, B x H x n x d
-    if state is None:
-        state = (chunk_S.new_zeros(chunk_S[:, :, 0].shape), chunk_z.new_zeros(chunk_z[:, :, 0].shape))
-    # sums over every key before each chunk: the state plus the exclusive prefix sums of the chunks
-    S_before = torch.cat([state[0].unsqueeze(2), state[0].unsqueeze(2) + chunk_S.cumsum(2)], dim=2)
-    z_before = torch.cat([state[1].unsqueeze(2), state[1].unsqueeze(2) + chunk_z.cumsum(2)], dim=2)
-    future = torch.ones(chunk, chunk, dtype=torch.bool, device=v.device).triu(1)  # n > m inside a chunk
-    num = (rot_q @ rot_k.transpose(3, 4)).masked_fill(future, 0.0) @ v + rot_q @ S_before[:, :, :-1]
-    den = (phi_q @ phi_k.transpose(3, 4)).masked_fill(future, 0.0).sum(-1, keepdim=True)
-    den = den + phi_q @ z_before[:, :, :-1].unsqueeze(-1)
-    out = (num / (den + EPS)).flatten(2, 3)[:, :, :T]
-    return out, (S_before[:, :, -1], z_before[:, :, -1])
+    if n * chunk > T:  # zero keys add nothing; the padded queries' rows are dropped at the end
+        rot_q, rot_k, v = (F.pad(x, (0, 0, 0, n * chunk - T)) for x in (rot_q, rot_k, v))
+    rot_q, rot_k, v = (x.unflatten(2, (n, chunk)) for x in (rot_q, rot_k, v))  # B x H x n x chunk x d
+    chunk_S = rot_k.transpose(3, 4) @ v  # each chunk's sum of R_n phi(k_n) v_n^T: B x H x n x d x d_v
+    S = chunk_S.cumsum(2)  # up to the end of each chunk
+    if state is not None:
+        S = S + state[0].unsqueeze(2)
+    within = (rot_q @ rot_k.transpose(3, 4)).tril_()  # n <= m inside the chunk
+    num = (within @ v + rot_q @ (S - chunk_S)).flatten(2, 3)[:, :, :T]
+    return num / (den + EPS), (S[:, :, -1], z[:, :, -1])
