@@ -262,13 +262,15 @@ def test_half_precision_on_long_inputs_stays_finite_and_close_to_float32(causal)
 
 def test_option_reaches_every_self_attention_and_bad_values_fail(dict_dir, build, caplog):
     """--rope-attention linear: every encoder/decoder self-attention, cross-attention stays fairseq's
-    softmax; softmax by default; --attention-dropout > 0 is reported as applying to cross-attention
+    softmax, the parameters are those of softmax; softmax by default; --attention-dropout > 0 is reported as applying to cross-attention
     only; a bad value fails at build naming the flag and the accepted values."""
     model, _ = build(dict_dir, "rope_transformer", "--rope-attention", "linear")
     layers = [*model.encoder.layers, *model.decoder.layers]
     assert [layer.self_attn.rope_attention for layer in layers] == ["linear"] * 4
     assert all(type(layer.encoder_attn) is MultiheadAttention for layer in model.decoder.layers)
+    linear_shapes = {name: value.shape for name, value in model.state_dict().items()}
     model, _ = build(dict_dir, "rope_transformer")
+    assert {name: value.shape for name, value in model.state_dict().items()} == linear_shapes  # same parameters
     assert model.args.rope_attention == "softmax"
     assert [layer.self_attn.rope_attention for layer in [*model.encoder.layers, *model.decoder.layers]] == ["softmax"] * 4
     with caplog.at_level(logging.WARNING):
