@@ -18,6 +18,9 @@ kept equal (outputs and gradients) by tests/test_speed_paths.py:
     ``need_weights``, ``before_softmax``): three projections, q then k rotated, and the score
     matrix formed explicitly.
 
+With ``rope_attention="linear"`` (``--rope-attention linear``) the module computes eq. 19 instead,
+RoPE with linear attention (:mod:`fairseq_rope.linear_attention`), with its own incremental state.
+
 Positions (what m and n are in eq. 16): the slot index, 0 .. T-1 along the time axis; while
 decoding incrementally the new token continues after the cached keys, which are cached already
 rotated (beam reordering is fairseq's ``reorder_incremental_state`` on those buffers). Scores
@@ -32,7 +35,10 @@ import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
+from .linear_attention import CHUNK, rope_linear_attention
 from .rotary import RotaryEmbedding
+
+ATTENTIONS = ("softmax", "linear")
 
 
 def is_future_mask(attn_mask: Tensor, tgt_len: int, past: int) -> bool:
@@ -69,6 +75,8 @@ class RotaryMultiheadAttention(MultiheadAttention):
         rope_theta: base of the rotation frequencies (10000 in the paper).
         rope_layout: "interleaved" (the paper's eq. 34) or "half" (rotate_half).
         rope_dim: rotated channels per head (even, <= head_dim); None rotates all.
+        rope_attention: "softmax" (the default) or "linear": eq. 19, RoPE with linear attention
+            (:mod:`fairseq_rope.linear_attention`), O(N) in the length, no attention dropout.
     """
 
     def __init__(
@@ -82,6 +90,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
         rope_theta: float = 10000.0,
         rope_layout: str = "interleaved",
         rope_dim: Optional[int] = None,
+        rope_attention: str = "softmax",
     ):
         super().__init__(
             embed_dim,
@@ -98,7 +107,11 @@ class RotaryMultiheadAttention(MultiheadAttention):
                 f"--rope-dim must be an even number in [2, {self.head_dim}] "
                 f"(the head dim), got {rope_dim}"
             )
+        if rope_attention not in ATTENTIONS:
+            raise ValueError(f"--rope-attention must be one of {', '.join(ATTENTIONS)}; got {rope_attention!r}")
         self.rotary = RotaryEmbedding(rope_dim, theta=rope_theta, layout=rope_layout)
+        self.rope_attention = rope_attention
+        self.linear_chunk = CHUNK  # positions per chunk of the causal prefix sums (linear attention)
         self.fast = True  # False: always the plain path (the reference the tests compare with)
 
     def forward(
@@ -119,6 +132,8 @@ class RotaryMultiheadAttention(MultiheadAttention):
             raise ValueError("RotaryMultiheadAttention is self-attention: key and value must be the query")
         if static_kv:
             raise ValueError("RotaryMultiheadAttention is self-attention: static_kv is not supported")
+        if self.rope_attention == "linear":
+            return self._linear_attention(query, key_padding_mask, incremental_state, attn_mask, before_softmax)
         need_weights = need_weights or need_head_weights
         plain = not self.fast or need_weights or before_softmax
         tgt_len, bsz, _ = query.size()
@@ -143,6 +158,37 @@ class RotaryMultiheadAttention(MultiheadAttention):
         mask, is_causal = self._sdpa_mask(padding, attn_mask, past, tgt_len, q.dtype)
         dropout_p = self.dropout_module.p if self.training or self.dropout_module.apply_during_inference else 0.0
         attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
+        return self._merge_heads(attn), None
+
+    # -- RoPE with linear attention (eq. 19) --------------------------------------------
+
+    def _linear_attention(self, query, key_padding_mask, incremental_state, attn_mask, before_softmax):
+        """Eq. 19 (see :mod:`fairseq_rope.linear_attention`). Causal when ``attn_mask`` is fairseq's
+        future mask (decoder), over all keys when it is None (encoder, or one decoding step). Returns
+        (output, None): no attention weights are formed, so none can be returned (fairseq's layers
+        ask self-attention for none), and there is no attention dropout.
+
+        Incremental state: ``linear_S`` (B x H x d x d, sum of R_n phi(k_n) v_n^T), ``linear_z``
+        (B x H x d, sum of phi(k_n)) and ``linear_length`` (B, the number of tokens seen, i.e. the next
+        position), all batch-first, so that fairseq's ``reorder_incremental_state`` reorders them."""
+        if before_softmax:
+            raise ValueError("--rope-attention linear forms no attention scores: before_softmax is not supported")
+        tgt_len, bsz, _ = query.size()
+        causal = attn_mask is not None
+        if causal and not is_future_mask(attn_mask, tgt_len, 0):
+            raise ValueError("--rope-attention linear supports no attention mask other than fairseq's future mask")
+        saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
+        state, past = None, 0
+        if saved.get("linear_S") is not None:
+            state, past = (saved["linear_S"], saved["linear_z"]), int(saved["linear_length"][0])
+        q, k, v = (p(query).view(tgt_len, bsz, self.num_heads, self.head_dim)
+                   for p in (self.q_proj, self.k_proj, self.v_proj))
+        padding = None if key_padding_mask is None else key_padding_mask.bool()
+        attn, (S, z) = rope_linear_attention(q, k, v, self.rotary, past, padding, causal, state, self.linear_chunk)
+        if incremental_state is not None:
+            saved["linear_S"], saved["linear_z"] = S, z
+            saved["linear_length"] = torch.full((bsz,), past + tgt_len, dtype=torch.long, device=query.device)
+            self._set_input_buffer(incremental_state, saved)
         return self._merge_heads(attn), None
 
     # -- projections -----------------------------------------------------------------

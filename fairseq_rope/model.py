@@ -26,7 +26,7 @@ from fairseq.models.transformer import (
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 
-from .attention import RotaryMultiheadAttention
+from .attention import ATTENTIONS, RotaryMultiheadAttention
 from .rotary import LAYOUTS
 
 logger = logging.getLogger(__name__)
@@ -46,6 +46,7 @@ def build_rotary_self_attention(embed_dim, num_heads, cfg, layer):
         rope_theta=cfg.rope_theta,
         rope_layout=cfg.rope_layout,
         rope_dim=cfg.rope_dim,
+        rope_attention=cfg.rope_attention,
     )
 
 
@@ -120,6 +121,11 @@ class RoPETransformerModel(TransformerModel):
                                 "or 'half' (GPT-NeoX rotate_half)")
         group.add_argument("--rope-dim", type=int, metavar="N",
                            help="channels rotated per head, even (default: the whole head)")
+        group.add_argument("--rope-attention", metavar="A",
+                           help="self-attention of encoder and decoder: 'softmax' (default) or 'linear': the "
+                                "paper's eq. 19, RoPE with linear attention, phi(x) = elu(x) + 1, O(length); "
+                                "no attention weights and no --attention-dropout in linear mode (cross-attention "
+                                "stays softmax and keeps both)")
         group.add_argument("--add-token-positional-embeddings", action="store_true",
                            help="also add fairseq's token-position embeddings (off: pure RoPE)")
 
@@ -144,6 +150,11 @@ def validate_rope_args(args):
         raise ValueError(f"--rope-theta must be > 0, got {args.rope_theta}")
     if args.rope_layout not in LAYOUTS:
         raise ValueError(f"--rope-layout must be one of {', '.join(LAYOUTS)}; got {args.rope_layout!r}")
+    if args.rope_attention not in ATTENTIONS:
+        raise ValueError(f"--rope-attention must be one of {', '.join(ATTENTIONS)}; got {args.rope_attention!r}")
+    if args.rope_attention == "linear" and getattr(args, "attention_dropout", 0.0) > 0:
+        logger.warning("--rope-attention linear forms no attention weights in self-attention: --attention-dropout %g "
+                       "applies to cross-attention only", args.attention_dropout)
     for side in ("encoder", "decoder"):
         head_dim = getattr(args, f"{side}_embed_dim") // getattr(args, f"{side}_attention_heads")
         if args.rope_dim is not None and (args.rope_dim % 2 or not 0 < args.rope_dim <= head_dim):
@@ -160,6 +171,7 @@ def rope_defaults(args):
     args.rope_theta = getattr(args, "rope_theta", 10000.0)
     args.rope_layout = getattr(args, "rope_layout", "interleaved")
     args.rope_dim = getattr(args, "rope_dim", None)
+    args.rope_attention = getattr(args, "rope_attention", "softmax")
     args.add_token_positional_embeddings = getattr(args, "add_token_positional_embeddings", False)
     if args.add_token_positional_embeddings and getattr(args, "no_token_positional_embeddings", False):
         raise ValueError("--add-token-positional-embeddings contradicts --no-token-positional-embeddings")
