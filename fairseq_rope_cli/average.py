@@ -23,13 +23,12 @@ checkpoint_<EPOCH>_<UPDATE>.pt files are sorted by that number, those above
 --checkpoint-upper-bound dropped, and the highest N taken (an error if fewer than N exist).
 """
 
-import argparse
 import collections
 import os
 import re
 import sys
 
-from .common import InputError, atomic_output
+from .common import InputError, argument_parser, atomic_output
 
 PROG = "fairseq-rope-average"
 
@@ -122,9 +121,7 @@ def average_checkpoints(inputs, log=print):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap = argument_parser(PROG, __doc__)
     ap.add_argument("--inputs", required=True, nargs="+",
                     help="checkpoint files, or one directory with --num-epoch/update-checkpoints")
     ap.add_argument("--output", required=True, metavar="FILE", help="where to write the averaged checkpoint")

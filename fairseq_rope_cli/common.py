@@ -1,10 +1,20 @@
-"""What the fairseq-rope-* commands share: user errors, atomic outputs, line files, NAME=PATH, figures.
+"""What the fairseq-rope-* commands share: their --help, user errors, atomic outputs, line files,
+NAME=PATH, figures.
 
 Only the standard library at import time, so that every command's ``--help`` starts at once.
 """
 
+import argparse
 import contextlib
 import os
+
+
+def argument_parser(prog: str, doc: str) -> argparse.ArgumentParser:
+    """A command's parser: its module docstring's first paragraph as the description, the rest
+    (usage examples, details) after the options, line breaks kept."""
+    first, _, rest = doc.partition("\n\n")
+    return argparse.ArgumentParser(prog=prog, description=first, epilog=rest or None,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 class InputError(SystemExit):

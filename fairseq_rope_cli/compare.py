@@ -24,7 +24,7 @@ import json
 import os
 import sys
 
-from .common import InputError, atomic_output, parse_named, read_lines, save_figure
+from .common import InputError, argument_parser, atomic_output, parse_named, read_lines, save_figure
 
 PROG = "fairseq-rope-compare"
 
@@ -322,9 +322,7 @@ def write_text(path, text):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap = argument_parser(PROG, __doc__)
     ap.add_argument("--src", required=True, help="raw source file of the test set (one sentence per line)")
     ap.add_argument("--ref", help="raw reference file (default: the result JSONs' 'reference')")
     ap.add_argument("--hyp", dest="runs", action=RunAction, metavar="NAME=FILE", help="a run's detokenized hypotheses")

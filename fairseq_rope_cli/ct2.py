@@ -25,19 +25,16 @@ Translate with fairseq-rope-ct2-generate, or from Python:
     mt.translate(["The small dog sees the red house."])
 """
 
-import argparse
 import os
 
-from .common import InputError
+from .common import InputError, argument_parser
 
 PROG = "fairseq-rope-ct2"
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap = argument_parser(PROG, __doc__)
     ap.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt), e.g. checkpoint_avg_last5.pt")
     ap.add_argument("--data-bin", required=True, help="the fairseq-preprocess directory it was trained on (dictionaries)")
     ap.add_argument("--output-dir", required=True, help="the CTranslate2 model directory to write")

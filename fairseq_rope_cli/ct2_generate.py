@@ -15,21 +15,18 @@ Decoding means what fairseq-generate's options mean (beam, lenpen, max length a 
 source length with its EOS, at least one token); see fairseq_rope/ct2.py for how it is matched.
 """
 
-import argparse
 import math
 import os
 import sys
 import time
 
-from .common import InputError, read_lines
+from .common import InputError, argument_parser, read_lines
 
 PROG = "fairseq-rope-ct2-generate"
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap = argument_parser(PROG, __doc__)
     ap.add_argument("model_dir", metavar="CT2_DIR", help="a model directory written by fairseq-rope-ct2")
     source = ap.add_mutually_exclusive_group(required=True)
     source.add_argument("--data-bin", help="fairseq-preprocess directory: translate its --gen-subset")

@@ -20,13 +20,12 @@ A log appended to by a resumed run repeats some updates: the later value wins.
 Losses are fairseq's: base 2, "loss" label-smoothed when training with label smoothing.
 """
 
-import argparse
 import json
 import os
 import re
 import sys
 
-from .common import InputError, parse_named, save_figure
+from .common import InputError, argument_parser, parse_named, save_figure
 
 PROG = "fairseq-rope-plot-training"
 LINE = re.compile(r"\|\s*INFO\s*\|\s*(?P<tag>[\w.\-]+)\s*\|\s*(?P<msg>.*?)\s*$")
@@ -142,9 +141,7 @@ def plot(runs, out, loss_key="loss", title="Training curves"):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap = argument_parser(PROG, __doc__)
     ap.add_argument("runs", nargs="+", metavar="NAME=PATH", help="a run's fairseq-train log (file, or directory with train.log)")
     ap.add_argument("--out", required=True, help="PNG to write")
     ap.add_argument("--loss", default="loss", choices=("loss", "nll_loss"),

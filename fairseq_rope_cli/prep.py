@@ -37,14 +37,13 @@ Every output is written to a temporary file and renamed when complete, so an int
 never leaves a partial file under its final name.
 """
 
-import argparse
 import multiprocessing
 import os
 import re
 import sys
 from functools import lru_cache
 
-from .common import InputError, atomic_output, count_lines
+from .common import InputError, argument_parser, atomic_output, count_lines
 
 PROG = "fairseq-rope-prep"
 
@@ -232,9 +231,7 @@ def run_spm_encode(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap = argument_parser(PROG, __doc__)
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     for name, help in (("tokenize", "Moses normalisation + tokenization (-a), as fairseq's WMT14 recipe"),
                        ("detokenize", "Moses detokenization, the inverse of tokenize")):

@@ -7,12 +7,11 @@ BLEU (the paper's convention), sacreBLEU, sentences, checkpoint; the sacreBLEU s
 test sets are listed under the table (one line if they are all equal).
 """
 
-import argparse
 import json
 import os
 import sys
 
-from .common import InputError, atomic_output
+from .common import InputError, argument_parser, atomic_output
 
 PROG = "fairseq-rope-results"
 
@@ -42,9 +41,7 @@ def render(results):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap = argument_parser(PROG, __doc__)
     ap.add_argument("results", nargs="+", metavar="RESULT.json", help="result JSON files of fairseq-rope-score")
     ap.add_argument("--output", help="also write the table to this file")
     args = ap.parse_args(argv)

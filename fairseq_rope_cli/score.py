@@ -21,13 +21,12 @@ Steps:
      written atomically.
 """
 
-import argparse
 import json
 import os
 import re
 import time
 
-from .common import InputError, atomic_output, write_lines
+from .common import InputError, argument_parser, atomic_output, write_lines
 from .prep import detokenize_line, tokenize_line
 
 PROG = "fairseq-rope-score"
@@ -64,9 +63,7 @@ def read_hypotheses(generate_output, n_ref, ref_path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap = argument_parser(PROG, __doc__)
     ap.add_argument("--generate-output", required=True, help="stdout of fairseq-generate")
     ap.add_argument("--ref", required=True, help="raw (untokenized) reference file, one sentence per line")
     ap.add_argument("--lang", required=True, help="target language (for the Moses tokenizer/detokenizer)")

@@ -1,6 +1,9 @@
 """Shared helpers: tiny fairseq translation tasks and models built through fairseq's own parsers."""
 
 import os
+import random
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -9,6 +12,7 @@ import fairseq_rope  # the installed plugin (pip install -e .); registers the mo
 from fairseq import options, tasks
 
 USER_DIR = os.path.dirname(fairseq_rope.__file__)
+BIN = os.path.dirname(sys.executable)  # the venv's commands: fairseq-*, fairseq-rope-*
 
 VOCAB = [f"w{i}" for i in range(40)]
 
@@ -64,3 +68,47 @@ def random_tokens(task, lengths, seed=0, left_pad=True):
         else:
             batch[i, :n] = sentence
     return batch, torch.tensor(lengths)
+
+
+# command-line runs: a model 2+2 layers, d = 64, trained with the paper's optimiser settings
+CLI_MODEL = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder-embed-dim 64 "
+             "--encoder-ffn-embed-dim 128 --decoder-ffn-embed-dim 128 --encoder-attention-heads 4 "
+             "--decoder-attention-heads 4 --share-all-embeddings").split()
+CLI_TRAIN = [*CLI_MODEL, "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "5e-3",
+             "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "10", "--warmup-init-lr", "1e-7",
+             "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--max-tokens", "2000",
+             "--cpu", "--seed", "1", "--no-progress-bar", "--user-dir", USER_DIR, "--num-workers", "0"]
+
+
+def run_tool(tool, *args, check=True, **kwargs):
+    """Runs an installed command; with check, a failure raises with the end of its output."""
+    result = subprocess.run([os.path.join(BIN, tool), *map(str, args)], capture_output=True, text=True, **kwargs)
+    if check and result.returncode:
+        raise AssertionError(f"{tool} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def reversal_task(root, sizes, max_words):
+    """A toy translation task in ``root`` (a pathlib.Path): reverse the order of 2..max_words words
+    drawn from 30; ``sizes`` = {split: sentences}. BPE'd with subword-nmt (root/codes, root/SPLIT.src|tgt),
+    binarized with a joined dictionary (root/bin). Returns the raw sentences {(split, "src"|"tgt"): lines}."""
+    from subword_nmt.apply_bpe import BPE
+    from subword_nmt.learn_bpe import learn_bpe
+
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(30)]
+    raw = {}
+    for split, n in sizes.items():
+        sentences = [rng.choices(words, k=rng.randint(2, max_words)) for _ in range(n)]
+        raw[split, "src"] = [" ".join(s) for s in sentences]
+        raw[split, "tgt"] = [" ".join(reversed(s)) for s in sentences]
+    with open(root / "codes", "w") as codes:
+        learn_bpe(raw["train", "src"] + raw["train", "tgt"], codes, num_symbols=15)
+    with open(root / "codes") as codes:
+        bpe = BPE(codes)
+    for (split, lang), lines in raw.items():
+        (root / f"{split}.{lang}").write_text("".join(bpe.process_line(line) + "\n" for line in lines))
+    run_tool("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+             *[arg for split in sizes for arg in (f"--{split}pref", root / split)],
+             "--destdir", root / "bin", "--workers", "1")
+    return raw

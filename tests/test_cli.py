@@ -2,57 +2,23 @@
 
 import math
 import os
-import random
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from subword_nmt.apply_bpe import BPE
-from subword_nmt.learn_bpe import learn_bpe
-
-from conftest import USER_DIR
+from conftest import CLI_TRAIN, USER_DIR, reversal_task
+from conftest import run_tool as run
 from fairseq_rope.checkpoints import UnsafeCheckpointError, load_checkpoint
 
-BIN = os.path.dirname(sys.executable)
-TINY = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder-embed-dim 64 "
-        "--encoder-ffn-embed-dim 128 --decoder-ffn-embed-dim 128 --encoder-attention-heads 4 "
-        "--decoder-attention-heads 4 --share-all-embeddings").split()
-TRAIN = [*TINY, "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "5e-3", "--lr-scheduler", "inverse_sqrt",
-         "--warmup-updates", "10", "--warmup-init-lr", "1e-7", "--criterion", "label_smoothed_cross_entropy",
-         "--label-smoothing", "0.1", "--max-tokens", "2000", "--cpu", "--seed", "1", "--no-progress-bar",
-         "--log-interval", "10", "--user-dir", USER_DIR, "--num-workers", "0"]
-
-
-def run(tool, *args, check=True, **kwargs):
-    result = subprocess.run([os.path.join(BIN, tool), *map(str, args)], capture_output=True, text=True, **kwargs)
-    if check and result.returncode:
-        raise AssertionError(f"{tool} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
+TRAIN = [*CLI_TRAIN, "--log-interval", "10"]
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """A toy translation task (reverse the word order), BPE'd with subword-nmt, fairseq-preprocess'd."""
     root = tmp_path_factory.mktemp("cli")
-    rng = random.Random(0)
-    words = [f"w{i}" for i in range(30)]
-    raw = {}
-    for split, n in [("train", 600), ("valid", 20), ("test", 25)]:
-        sentences = [rng.choices(words, k=rng.randint(2, 10)) for _ in range(n)]
-        raw[split, "src"] = [" ".join(s) for s in sentences]
-        raw[split, "tgt"] = [" ".join(reversed(s)) for s in sentences]
-    with open(root / "codes", "w") as codes:
-        learn_bpe(raw["train", "src"] + raw["train", "tgt"], codes, num_symbols=15)
-    with open(root / "codes") as codes:
-        bpe = BPE(codes)
-    for (split, lang), lines in raw.items():
-        (root / f"{split}.{lang}").write_text("".join(bpe.process_line(line) + "\n" for line in lines))
-    run("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
-        "--trainpref", root / "train", "--validpref", root / "valid", "--testpref", root / "test",
-        "--destdir", root / "bin", "--workers", "1")
+    reversal_task(root, {"train": 600, "valid": 20, "test": 25}, max_words=10)
     return root
 
 

@@ -3,31 +3,18 @@ give fairseq's translations and fairseq's log-probabilities, for every rotary se
 
 import json
 import os
-import random
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
-from subword_nmt.apply_bpe import BPE
-from subword_nmt.learn_bpe import learn_bpe
-
-from conftest import USER_DIR
+from conftest import CLI_TRAIN, USER_DIR, reversal_task
+from conftest import run_tool as run
 from fairseq_rope.checkpoints import load_checkpoint
 
 ctranslate2 = pytest.importorskip("ctranslate2")  # in the test extras; skipped only where it cannot install
 
-BIN = os.path.dirname(sys.executable)
-TINY = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder-embed-dim 64 "
-        "--encoder-ffn-embed-dim 128 --decoder-ffn-embed-dim 128 --encoder-attention-heads 4 "
-        "--decoder-attention-heads 4 --share-all-embeddings").split()
-TRAIN = [*TINY, "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "5e-3", "--lr-scheduler", "inverse_sqrt",
-         "--warmup-updates", "10", "--warmup-init-lr", "1e-7", "--criterion", "label_smoothed_cross_entropy",
-         "--label-smoothing", "0.1", "--max-tokens", "2000", "--cpu", "--seed", "1", "--no-progress-bar",
-         "--user-dir", USER_DIR, "--num-workers", "0", "--max-update", "250", "--disable-validation",
-         "--no-epoch-checkpoints"]
+TRAIN = [*CLI_TRAIN, "--max-update", "250", "--disable-validation", "--no-epoch-checkpoints"]
 # the settings CTranslate2 must reproduce: both layouts, partial rotation in each, theta != 10000, the baseline
 VARIANTS = {
     "interleaved": ["--arch", "rope_transformer"],
@@ -38,34 +25,12 @@ VARIANTS = {
 N_TEST = 200
 
 
-def run(tool, *args, check=True, **kwargs):
-    result = subprocess.run([os.path.join(BIN, tool), *map(str, args)], capture_output=True, text=True, **kwargs)
-    if check and result.returncode:
-        raise AssertionError(f"{tool} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """A toy task (reverse the word order), BPE'd with subword-nmt, 200 test sentences."""
     root = tmp_path_factory.mktemp("ct2")
-    rng = random.Random(0)
-    words = [f"w{i}" for i in range(30)]
-    raw = {}
-    for split, n in [("train", 600), ("valid", 20), ("test", N_TEST)]:
-        sentences = [rng.choices(words, k=rng.randint(2, 12)) for _ in range(n)]
-        raw[split, "src"] = [" ".join(s) for s in sentences]
-        raw[split, "tgt"] = [" ".join(reversed(s)) for s in sentences]
+    raw = reversal_task(root, {"train": 600, "valid": 20, "test": N_TEST}, max_words=12)
     (root / "raw.src").write_text("".join(line + "\n" for line in raw["test", "src"]))
-    with open(root / "codes", "w") as codes:
-        learn_bpe(raw["train", "src"] + raw["train", "tgt"], codes, num_symbols=15)
-    with open(root / "codes") as codes:
-        bpe = BPE(codes)
-    for (split, lang), lines in raw.items():
-        (root / f"{split}.{lang}").write_text("".join(bpe.process_line(line) + "\n" for line in lines))
-    run("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
-        "--trainpref", root / "train", "--validpref", root / "valid", "--testpref", root / "test",
-        "--destdir", root / "bin", "--workers", "1")
     return root
 
 
