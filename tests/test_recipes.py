@@ -157,7 +157,8 @@ def test_train_dry_run_computes_tokens_per_update(recipe):
     cases = [(dict(NGPU="8"), "--max-tokens 3125 --update-freq 1", "--fp16"),
              (dict(NGPU="1"), "--max-tokens 3572 --update-freq 7", "--fp16"),
              (dict(CUDA_VISIBLE_DEVICES="0,1,2,3"), "--max-tokens 3125 --update-freq 2", "--fp16"),
-             (dict(NGPU="4", NNODES="2", MASTER_ADDR="node0", PRECISION="bf16"),
+             (dict(NGPU="8", PRECISION="amp"), "--max-tokens 3125 --update-freq 1", "--amp"),
+             (dict(NGPU="4", NNODES="2", MASTER_ADDR="node0", PRECISION="fp16"),
               "--max-tokens 3125 --update-freq 1", "--distributed-world-size 8")]
     for extra, tokens, flag in cases:
         proc = step("train.sh", dict(env, **extra))
@@ -167,6 +168,8 @@ def test_train_dry_run_computes_tokens_per_update(recipe):
     assert not (recipe["work"] / "checkpoints" / "rope_transformer_wmt_en_de").exists()
     proc = step("train.sh", dict(env, NGPU="0", PRECISION="fp16"), ok=False)
     assert "PRECISION=fp16 needs a GPU" in proc.stderr
+    proc = step("train.sh", dict(env, NGPU="8", PRECISION="bf16"), ok=False)
+    assert "PRECISION=bf16 is not supported" in proc.stderr and "use PRECISION=fp16 or PRECISION=amp" in proc.stderr
 
 
 def test_rerun_skips_and_training_resumes(recipe):
@@ -261,6 +264,8 @@ def test_missing_file_tool_and_bad_knob_are_named(tmp_path):
     assert "required program 'fairseq-preprocess' not found" in proc.stderr
     proc = step("evaluate.sh", recipe_env(tmp_path / "work"), ok=False)
     assert f"not found: {tmp_path}/work/data-bin/recipe.env" in proc.stderr
+    proc = step("evaluate.sh", recipe_env(tmp_path / "work", PRECISION="bf16"), ok=False)
+    assert "PRECISION=bf16 is not supported: fairseq-generate 0.12 ignores --bf16" in proc.stderr
 
 
 def test_interrupted_prepare_leaves_no_partial_output_and_rerun_finishes(tmp_path):

@@ -41,7 +41,9 @@ PRECISION=${PRECISION:-auto}
 need_int BEAM "$BEAM" 1
 need_num LENPEN "$LENPEN"
 need_int GEN_MAX_TOKENS "$GEN_MAX_TOKENS" 1
-one_of PRECISION "$PRECISION" auto fp16 bf16 fp32
+[ "$PRECISION" != bf16 ] || die "PRECISION=bf16 is not supported: fairseq-generate 0.12 ignores --bf16 and would \
+translate in fp32; use PRECISION=fp16 or fp32 (or BACKEND=ctranslate2 with CT2_QUANTIZATION=bfloat16)"
+one_of PRECISION "$PRECISION" auto fp16 fp32
 need_file "$DATA_BIN/recipe.env" "DATA_BIN/recipe.env (run prepare.sh first)"
 need_file "$CHECKPOINT" "CHECKPOINT (run train.sh and average.sh first)"
 need_cmd fairseq-generate "pip install fairseq-fixed"
@@ -63,7 +65,7 @@ remove_bpe=$([ "$TOKENIZER" = spm ] && echo sentencepiece || echo "@@ ")
 NGPU=$(detect_gpus)
 if [ "$PRECISION" = auto ]; then PRECISION=$([ "$NGPU" -gt 0 ] && echo fp16 || echo fp32); fi
 device_args=()
-case $PRECISION in fp16) device_args+=(--fp16) ;; bf16) device_args+=(--bf16) ;; esac
+[ "$PRECISION" != fp16 ] || device_args+=(--fp16)
 [ "$NGPU" -gt 0 ] || device_args+=(--cpu)
 
 mkdir -p "$EVAL_DIR"

@@ -13,7 +13,11 @@
 #   MAX_TOKENS, UPDATE_FREQ  default: UPDATE_FREQ = ceil(TOKENS_PER_UPDATE / (WORLD * MAX_TOKENS_PER_GPU)),
 #                         MAX_TOKENS = ceil(TOKENS_PER_UPDATE / (WORLD * UPDATE_FREQ)), WORLD = GPUs in all nodes
 #   NGPU                  GPUs per node (default: CUDA_VISIBLE_DEVICES, else nvidia-smi -L; 0 = CPU)
-#   PRECISION             auto (fp16 on GPU, fp32 on CPU), fp16, bf16 or fp32
+#   CPU_WORKERS           1; with NGPU=0 and CPU_WORKERS>1, that many training processes per node on the
+#                         CPU (torchrun, gloo, fairseq's legacy_ddp): for testing distributed training
+#   PRECISION             auto (fp16 on GPU, fp32 on CPU), fp16, amp (fp32 weights, fp16 autocast:
+#                         fairseq's --amp) or fp32; bf16 is refused: fairseq 0.12's --bf16 also turns on
+#                         its TPU path and crashes on GPUs (Trainer: 'NoneType' has no 'xla_device')
 #   SAVE_INTERVAL_UPDATES 1000, KEEP_INTERVAL_UPDATES 5 (the last 5 are averaged by average.sh)
 #   LOG_INTERVAL 100, LOG_FORMAT json (to $SAVE_DIR/train.log as well as the terminal)
 #   NNODES 1, NODE_RANK 0, MASTER_ADDR, MASTER_PORT 29500, LAUNCHER auto|torchrun: with NNODES>1
@@ -50,16 +54,19 @@ NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 MASTER_PORT=${MASTER_PORT:-29500}
 LAUNCHER=${LAUNCHER:-auto}
+CPU_WORKERS=${CPU_WORKERS:-1}
 EXTRA_TRAIN_ARGS=${EXTRA_TRAIN_ARGS:-}
 
 need_int MAX_UPDATE "$MAX_UPDATE" 1
 for v in LR WARMUP_INIT_LR DROPOUT LABEL_SMOOTHING WEIGHT_DECAY CLIP_NORM; do need_num "$v" "${!v}"; done
 [[ "$ADAM_BETAS" =~ ^\([0-9.]+,\ *[0-9.]+\)$ ]] || die "ADAM_BETAS must look like '(0.9, 0.98)', got '$ADAM_BETAS'"
 for v in WARMUP_UPDATES SEED; do need_int "$v" "${!v}" 0; done
-for v in TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU SAVE_INTERVAL_UPDATES KEEP_INTERVAL_UPDATES LOG_INTERVAL NNODES; do
+for v in TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU SAVE_INTERVAL_UPDATES KEEP_INTERVAL_UPDATES LOG_INTERVAL NNODES CPU_WORKERS; do
   need_int "$v" "${!v}" 1
 done
-one_of PRECISION "$PRECISION" auto fp16 bf16 fp32
+[ "$PRECISION" != bf16 ] || die "PRECISION=bf16 is not supported: fairseq 0.12's --bf16 also sets its TPU flag \
+and fairseq-train then crashes on GPUs and CPUs for every model; use PRECISION=fp16 or PRECISION=amp"
+one_of PRECISION "$PRECISION" auto fp16 amp fp32
 one_of LOG_FORMAT "$LOG_FORMAT" json simple tqdm none
 one_of LAUNCHER "$LAUNCHER" auto torchrun
 need_file "$DATA_BIN/dict.$SRC.txt" "binarized data (run prepare.sh first; DATA_BIN)"
@@ -67,7 +74,9 @@ need_cmd fairseq-train "pip install fairseq-fixed"
 check_plugin
 
 NGPU=$(detect_gpus)
-WORLD=$(( NGPU > 0 ? NGPU * NNODES : 1 ))
+[ "$NGPU" -eq 0 ] || [ "$CPU_WORKERS" -eq 1 ] || die "CPU_WORKERS=$CPU_WORKERS is for training on the CPU (NGPU=0); found NGPU=$NGPU"
+PER_NODE=$(( NGPU > 0 ? NGPU : CPU_WORKERS ))
+WORLD=$(( PER_NODE * NNODES ))
 # UPDATE_FREQ first (as few accumulation steps as the per-GPU cap allows), then MAX_TOKENS so
 # that WORLD * UPDATE_FREQ * MAX_TOKENS ~= TOKENS_PER_UPDATE
 UPDATE_FREQ=${UPDATE_FREQ:-$(( (TOKENS_PER_UPDATE + WORLD * MAX_TOKENS_PER_GPU - 1) / (WORLD * MAX_TOKENS_PER_GPU) ))}
@@ -76,7 +85,7 @@ MAX_TOKENS=${MAX_TOKENS:-$(( (TOKENS_PER_UPDATE + WORLD * UPDATE_FREQ - 1) / (WO
 need_int MAX_TOKENS "$MAX_TOKENS" 1
 if [ "$PRECISION" = auto ]; then PRECISION=$([ "$NGPU" -gt 0 ] && echo fp16 || echo fp32); fi
 device_args=()
-case $PRECISION in fp16) device_args+=(--fp16) ;; bf16) device_args+=(--bf16) ;; esac
+case $PRECISION in fp16) device_args+=(--fp16) ;; amp) device_args+=(--amp) ;; esac
 if [ "$NGPU" -eq 0 ]; then
   [ "$PRECISION" = fp32 ] || die "PRECISION=$PRECISION needs a GPU; none found (NGPU=0): use PRECISION=fp32 or auto"
   device_args+=(--cpu)
@@ -108,16 +117,18 @@ args=(
   "${device_args[@]}" "${tb_args[@]}" "${extra[@]}"
 )
 launch=(fairseq-train)
-if [ "$NNODES" -gt 1 ] || [ "$LAUNCHER" = torchrun ]; then
-  [ "$NGPU" -gt 0 ] || die "multi-node / torchrun training needs GPUs (NGPU=0)"
-  need_cmd torchrun
+if [ "$NNODES" -gt 1 ] || [ "$LAUNCHER" = torchrun ] || { [ "$WORLD" -gt 1 ] && [ "$NGPU" -eq 0 ]; }; then
+  need_cmd torchrun "it comes with torch"
   [ -n "${MASTER_ADDR:-}" ] || [ "$NNODES" -eq 1 ] || die "NNODES=$NNODES needs MASTER_ADDR (the address of node 0)"
-  launch=(torchrun --nnodes "$NNODES" --node_rank "$NODE_RANK" --nproc_per_node "$NGPU"
+  launch=(torchrun --nnodes "$NNODES" --node_rank "$NODE_RANK" --nproc_per_node "$PER_NODE"
           --master_addr "${MASTER_ADDR:-127.0.0.1}" --master_port "$MASTER_PORT" "$(command -v fairseq-train)")
   args+=(--distributed-world-size "$WORLD")
+  # torch's DistributedDataParallel refuses the device_ids fairseq 0.12 passes for a CPU model, so
+  # CPU processes synchronise gradients with fairseq's own all-reduce (legacy_ddp) over gloo
+  if [ "$NGPU" -eq 0 ]; then args+=(--distributed-backend gloo --ddp-backend legacy_ddp); fi
 fi
 
-log "training $RUN_NAME: arch $ARCH on $([ "$NGPU" -gt 0 ] && echo "$WORLD GPU(s), $PRECISION" || echo "CPU, fp32")"
+log "training $RUN_NAME: arch $ARCH on $([ "$NGPU" -gt 0 ] && echo "$WORLD GPU(s), $PRECISION" || echo "CPU ($WORLD process(es)), fp32")"
 log "  $MAX_TOKENS tokens/batch x update-freq $UPDATE_FREQ x $WORLD worker(s) = ~$((WORLD * UPDATE_FREQ * MAX_TOKENS)) tokens/update, $MAX_UPDATE updates"
 log "  checkpoints: $SAVE_DIR (every $SAVE_INTERVAL_UPDATES updates, last $KEEP_INTERVAL_UPDATES kept); log: $SAVE_DIR/train.log${tb_args:+; tensorboard: $SAVE_DIR/tensorboard}"
 if [ "${DRY_RUN:-0}" = 1 ]; then
@@ -126,7 +137,41 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
 fi
 mkdir -p "$SAVE_DIR"
 rm -f "$SAVE_DIR/.done"
-if [ -f "$SAVE_DIR/checkpoint_last.pt" ]; then log "  resuming from $SAVE_DIR/checkpoint_last.pt"; fi
+if [ -f "$SAVE_DIR/checkpoint_last.pt" ]; then
+  # fairseq writes checkpoint_<epoch>_<update>.pt atomically but then *copies* it to
+  # checkpoint_last.pt: a kill during that copy leaves a truncated checkpoint_last.pt, from which
+  # fairseq-train cannot resume. The newest complete numbered checkpoint holds the same state.
+  restored=$("$PYTHON" - "$SAVE_DIR" <<'PY'
+import glob, os, re, shutil, sys
+from fairseq_rope.checkpoints import load_checkpoint
+save_dir = sys.argv[1]
+last = os.path.join(save_dir, "checkpoint_last.pt")
+
+def loads(path):
+    try:
+        return load_checkpoint(path)["optimizer_history"][-1]["num_updates"] >= 0
+    except Exception as error:
+        print(f"[train] cannot load {path}: {str(error).splitlines()[0]}", file=sys.stderr)
+        return False
+
+if not loads(last):
+    numbered = glob.glob(os.path.join(save_dir, "checkpoint_*_*.pt"))
+    numbered.sort(key=lambda path: int(re.search(r"_([0-9]+)\.pt$", path).group(1)), reverse=True)
+    good = next((path for path in numbered if loads(path)), None)
+    if good is None:
+        sys.exit(f"[train] error: {last} is damaged and {save_dir} holds no complete checkpoint_<epoch>_<update>.pt "
+                 f"to resume from; move {last} away to train from scratch")
+    os.replace(last, last + ".damaged")
+    shutil.copyfile(good, last + ".tmp")
+    os.replace(last + ".tmp", last)
+    print(good)
+PY
+  ) || die "cannot resume from $SAVE_DIR/checkpoint_last.pt (see above)"
+  if [ -n "$restored" ]; then
+    log "  $SAVE_DIR/checkpoint_last.pt was damaged (kept as checkpoint_last.pt.damaged): restored from $restored"
+  fi
+  log "  resuming from $SAVE_DIR/checkpoint_last.pt"
+fi
 echo "# $(date '+%F %T') ${launch[*]} ${args[*]}" >> "$SAVE_DIR/train.log"
 "${launch[@]}" "${args[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"
 # fairseq writes no checkpoint_<epoch>_<update>.pt for an update that ends an epoch (only
