@@ -1,7 +1,8 @@
 """fairseq-rope: Rotary Position Embedding (RoFormer) for fairseq translation models.
 
 Use with any fairseq command line: ``--user-dir fairseq_rope --arch rope_transformer_wmt_en_de``.
-Importing the package registers the ``rope_transformer`` model and its architectures, and
+Importing the package registers the ``rope_transformer`` model and its architectures, the
+``translation_resumable`` task (translation whose interrupted runs resume exactly), and
 allowlists what fairseq checkpoints pickle for ``torch.load(weights_only=True)``.
 """
 
@@ -36,3 +37,4 @@ allow_fairseq_checkpoints()
 from .attention import RotaryMultiheadAttention  # noqa: E402,F401
 from .model import RoPETransformerModel  # noqa: E402,F401
 from .rotary import RotaryEmbedding, apply_rotary  # noqa: E402,F401
+from .task import ResumableTranslationTask  # noqa: E402,F401

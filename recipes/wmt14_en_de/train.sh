@@ -3,6 +3,9 @@
 #
 #   ARCH                  rope_transformer_wmt_en_de (default) or transformer_wmt_en_de (baseline),
 #                         or any fairseq/plugin architecture (the sample uses rope_transformer/transformer)
+#   TASK                  translation_resumable (default: fairseq's translation with its batches rebuilt
+#                         every epoch, so that a resumed run trains exactly like an uninterrupted one;
+#                         see fairseq_rope/task.py) or translation (fairseq's own)
 #   RUN_NAME              names the run (default: $ARCH); SAVE_DIR=$WORK_DIR/checkpoints/$RUN_NAME
 #   DATA_BIN              binarized data (default: $WORK_DIR/data-bin, from prepare.sh)
 #   MAX_UPDATE            100000 (Transformer-base: 100k steps)
@@ -13,8 +16,9 @@
 #   MAX_TOKENS, UPDATE_FREQ  default: UPDATE_FREQ = ceil(TOKENS_PER_UPDATE / (WORLD * MAX_TOKENS_PER_GPU)),
 #                         MAX_TOKENS = ceil(TOKENS_PER_UPDATE / (WORLD * UPDATE_FREQ)), WORLD = GPUs in all nodes
 #   NGPU                  GPUs per node (default: CUDA_VISIBLE_DEVICES, else nvidia-smi -L; 0 = CPU)
-#   CPU_WORKERS           1; with NGPU=0 and CPU_WORKERS>1, that many training processes per node on the
-#                         CPU (torchrun, gloo, fairseq's legacy_ddp): for testing distributed training
+#   CPU_WORKERS           1; with NGPU=0 and CPU_WORKERS>1, that many training processes on this machine's
+#                         CPU (gloo, fairseq's legacy_ddp, rendezvous on 127.0.0.1:MASTER_PORT): for
+#                         testing distributed training without GPUs
 #   PRECISION             auto (fp16 on GPU, fp32 on CPU), fp16, amp (fp32 weights, fp16 autocast:
 #                         fairseq's --amp) or fp32; bf16 is refused: fairseq 0.12's --bf16 also turns on
 #                         its TPU path and crashes on GPUs (Trainer: 'NoneType' has no 'xla_device')
@@ -31,6 +35,7 @@ set -euo pipefail
 
 ARCH=${ARCH:-rope_transformer_wmt_en_de}
 RUN_NAME=${RUN_NAME:-$ARCH}
+TASK=${TASK:-translation_resumable}
 DATA_BIN=${DATA_BIN:-$WORK_DIR/data-bin}
 SAVE_DIR=${SAVE_DIR:-$WORK_DIR/checkpoints/$RUN_NAME}
 MAX_UPDATE=${MAX_UPDATE:-100000}
@@ -91,7 +96,7 @@ if [ "$NGPU" -eq 0 ]; then
   device_args+=(--cpu)
 fi
 
-SETTINGS="arch=$ARCH data=$(cd "$DATA_BIN" && pwd) max_update=$MAX_UPDATE lr=$LR warmup=$WARMUP_INIT_LR/$WARMUP_UPDATES
+SETTINGS="arch=$ARCH task=$TASK data=$(cd "$DATA_BIN" && pwd) max_update=$MAX_UPDATE lr=$LR warmup=$WARMUP_INIT_LR/$WARMUP_UPDATES
 betas=$ADAM_BETAS dropout=$DROPOUT ls=$LABEL_SMOOTHING wd=$WEIGHT_DECAY clip=$CLIP_NORM seed=$SEED
 tokens/update~$((WORLD * UPDATE_FREQ * MAX_TOKENS)) extra=$EXTRA_TRAIN_ARGS"
 if [ "${DRY_RUN:-0}" != 1 ] && [ -f "$SAVE_DIR/.done" ] && [ "$(cat "$SAVE_DIR/.done")" = "$SETTINGS" ]; then
@@ -106,7 +111,7 @@ fi
 # shellcheck disable=SC2206
 extra=($EXTRA_TRAIN_ARGS)
 args=(
-  "$DATA_BIN" --user-dir "$USER_DIR" --arch "$ARCH" --share-all-embeddings
+  "$DATA_BIN" --user-dir "$USER_DIR" --task "$TASK" --arch "$ARCH" --share-all-embeddings
   --optimizer adam --adam-betas "$ADAM_BETAS" --clip-norm "$CLIP_NORM" --weight-decay "$WEIGHT_DECAY"
   --lr "$LR" --lr-scheduler inverse_sqrt --warmup-init-lr "$WARMUP_INIT_LR" --warmup-updates "$WARMUP_UPDATES"
   --criterion label_smoothed_cross_entropy --label-smoothing "$LABEL_SMOOTHING" --dropout "$DROPOUT"
@@ -117,15 +122,20 @@ args=(
   "${device_args[@]}" "${tb_args[@]}" "${extra[@]}"
 )
 launch=(fairseq-train)
-if [ "$NNODES" -gt 1 ] || [ "$LAUNCHER" = torchrun ] || { [ "$WORLD" -gt 1 ] && [ "$NGPU" -eq 0 ]; }; then
+if [ "$NGPU" -eq 0 ] && [ "$WORLD" -gt 1 ]; then
+  [ "$NNODES" -eq 1 ] || die "CPU_WORKERS runs processes on one machine; NNODES=$NNODES needs GPUs"
+  # fairseq 0.12 cannot take its rank from torchrun without a GPU (it divides by the GPU count),
+  # and torch's DistributedDataParallel refuses the device_ids fairseq passes for a CPU model: so
+  # on the CPU this script starts one fairseq-train per rank itself (tcp rendezvous, gloo), and
+  # gradients are averaged by fairseq's own all-reduce (legacy_ddp)
+  args+=(--distributed-world-size "$WORLD" --distributed-init-method "tcp://127.0.0.1:$MASTER_PORT"
+         --distributed-no-spawn --distributed-backend gloo --ddp-backend legacy_ddp)
+elif [ "$NNODES" -gt 1 ] || [ "$LAUNCHER" = torchrun ]; then
   need_cmd torchrun "it comes with torch"
   [ -n "${MASTER_ADDR:-}" ] || [ "$NNODES" -eq 1 ] || die "NNODES=$NNODES needs MASTER_ADDR (the address of node 0)"
-  launch=(torchrun --nnodes "$NNODES" --node_rank "$NODE_RANK" --nproc_per_node "$PER_NODE"
+  launch=(torchrun --nnodes "$NNODES" --node_rank "$NODE_RANK" --nproc_per_node "$NGPU"
           --master_addr "${MASTER_ADDR:-127.0.0.1}" --master_port "$MASTER_PORT" "$(command -v fairseq-train)")
   args+=(--distributed-world-size "$WORLD")
-  # torch's DistributedDataParallel refuses the device_ids fairseq 0.12 passes for a CPU model, so
-  # CPU processes synchronise gradients with fairseq's own all-reduce (legacy_ddp) over gloo
-  if [ "$NGPU" -eq 0 ]; then args+=(--distributed-backend gloo --ddp-backend legacy_ddp); fi
 fi
 
 log "training $RUN_NAME: arch $ARCH on $([ "$NGPU" -gt 0 ] && echo "$WORLD GPU(s), $PRECISION" || echo "CPU ($WORLD process(es)), fp32")"
@@ -173,7 +183,23 @@ PY
   log "  resuming from $SAVE_DIR/checkpoint_last.pt"
 fi
 echo "# $(date '+%F %T') ${launch[*]} ${args[*]}" >> "$SAVE_DIR/train.log"
-"${launch[@]}" "${args[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"
+if [ "$NGPU" -eq 0 ] && [ "$WORLD" -gt 1 ]; then
+  log "  $WORLD CPU processes: rank 0 logs to $SAVE_DIR/train.log, rank r to $SAVE_DIR/train.rank<r>.log"
+  pids=()
+  for ((rank = 1; rank < WORLD; rank++)); do
+    "${launch[@]}" "${args[@]}" --distributed-rank "$rank" >> "$SAVE_DIR/train.rank$rank.log" 2>&1 &
+    pids+=($!)
+  done
+  "${launch[@]}" "${args[@]}" --distributed-rank 0 > >(tee -a "$SAVE_DIR/train.log") 2>&1 &
+  pids+=($!)
+  trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT  # one rank failing must not leave the others waiting
+  for _ in "${pids[@]}"; do
+    wait -n || die "a training process failed (exit $?): see $SAVE_DIR/train.log and $SAVE_DIR/train.rank*.log"
+  done
+  trap - EXIT
+else
+  "${launch[@]}" "${args[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"
+fi
 # fairseq writes no checkpoint_<epoch>_<update>.pt for an update that ends an epoch (only
 # checkpoint_last.pt, with --no-epoch-checkpoints): when the last update ends an epoch, name a
 # copy of checkpoint_last.pt so that average.sh finds the final weights among the last ones.

@@ -1,0 +1,268 @@
+"""Distributed training on the CPU and crash recovery, through the recipe's shell steps.
+
+Two fairseq-train processes (gloo) must train exactly like one process accumulating the same
+two batches per update; a training run SIGKILLed at a random moment must, once train.sh is run
+again, end with the parameters of a run that was never interrupted; averaging and evaluation
+killed midway must leave nothing partial under a final name.
+"""
+
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from test_recipes import RECIPE, REPO, TINY_MODEL, lines, make_corpus, recipe_env, step
+
+from fairseq_rope.checkpoints import load_checkpoint
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    base = tmp_path_factory.mktemp("scale_out")
+    raw = make_corpus(base / "raw", train=300)
+    env = recipe_env(base / "work", RAW_DIR=raw, BPE_MERGES=150, ARCH="rope_transformer",
+                     EXTRA_TRAIN_ARGS=TINY_MODEL, WARMUP_UPDATES=2, LR=1e-3, MAX_TOKENS=500, LOG_INTERVAL=1)
+    step("prepare.sh", env)
+    return dict(work=base / "work", env=env)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def model_of(path):
+    return load_checkpoint(str(path))["model"]
+
+
+def max_difference(a, b):
+    assert a.keys() == b.keys()
+    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+
+
+def updates_of(path):
+    return load_checkpoint(str(path))["optimizer_history"][-1]["num_updates"]
+
+
+# fairseq-train as installed, except that every rank also dumps its model after each checkpoint
+# (fairseq saves rank 0's only): put first on PATH, train.sh runs it for every rank
+RANK_DUMPING_TRAIN = """#!{python}
+import os, sys, torch
+from fairseq import checkpoint_utils
+from fairseq_cli import train
+
+save_checkpoint = checkpoint_utils.save_checkpoint
+
+def save_checkpoint_and_dump_rank(cfg, trainer, epoch_itr, val_loss):
+    result = save_checkpoint(cfg, trainer, epoch_itr, val_loss)
+    name = f"rank{{trainer.data_parallel_rank}}_update{{trainer.get_num_updates()}}.pt"
+    torch.save(trainer.get_model().state_dict(), os.path.join(os.environ["RANK_DUMP_DIR"], name))
+    return result
+
+checkpoint_utils.save_checkpoint = save_checkpoint_and_dump_rank
+sys.exit(train.cli_main())
+"""
+
+
+def test_two_cpu_processes_train_like_one_process_with_update_freq_2(prepared, tmp_path):
+    """CPU_WORKERS=2 (2 ranks x 1 batch per update) against CPU_WORKERS=1 with UPDATE_FREQ=2: fairseq
+    shards the same shuffled batch list across ranks (rank r takes batches r, r+2, ...) and
+    --update-freq groups consecutive batches, so with the same seed, --max-tokens and no dropout
+    every update sees the same two batches; gradients are summed and divided by the same sample size."""
+    bindir, dumps = tmp_path / "bin", tmp_path / "dumps"
+    bindir.mkdir(), dumps.mkdir()
+    (bindir / "fairseq-train").write_text(RANK_DUMPING_TRAIN.format(python=sys.executable))
+    (bindir / "fairseq-train").chmod(0o755)
+    env = dict(prepared["env"], DROPOUT="0", MAX_UPDATE="6", SAVE_INTERVAL_UPDATES="3", RANK_DUMP_DIR=str(dumps),
+               PATH=f"{bindir}:{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    proc = step("train.sh", dict(env, RUN_NAME="two_ranks", CPU_WORKERS="2", UPDATE_FREQ="1",
+                                 MASTER_PORT=str(free_port())))
+    assert "on CPU (2 process(es))" in proc.stderr and "500 tokens/batch x update-freq 1 x 2 worker(s)" in proc.stderr
+    assert "distributed init (rank 0)" in proc.stdout
+    assert "distributed init (rank 1)" in (prepared["work"] / "checkpoints" / "two_ranks" / "train.rank1.log").read_text()
+    step("train.sh", dict(env, RUN_NAME="one_rank", CPU_WORKERS="1", UPDATE_FREQ="2", RANK_DUMP_DIR=str(tmp_path)))
+    for update in (3, 6):
+        rank0 = torch.load(dumps / f"rank0_update{update}.pt")
+        rank1 = torch.load(dumps / f"rank1_update{update}.pt")
+        assert max_difference(rank0, rank1) == 0.0, f"ranks differ after update {update}"
+    two = prepared["work"] / "checkpoints" / "two_ranks"
+    one = prepared["work"] / "checkpoints" / "one_rank"
+    assert updates_of(two / "checkpoint_last.pt") == updates_of(one / "checkpoint_last.pt") == 6
+    assert max_difference(model_of(two / "checkpoint_last.pt"), rank0) == 0.0
+    initial = model_of(two / "checkpoint_1_3.pt")
+    assert max_difference(initial, model_of(two / "checkpoint_last.pt")) > 1e-4  # it trained
+    # the two ways give the same weights: the sums of two gradients are the same float operations
+    assert max_difference(model_of(two / "checkpoint_1_3.pt"), model_of(one / "checkpoint_1_3.pt")) <= 1e-7
+    assert max_difference(model_of(two / "checkpoint_last.pt"), model_of(one / "checkpoint_last.pt")) <= 1e-7
+
+
+def test_cpu_workers_refused_with_gpus_and_failing_rank_stops_all(prepared):
+    env = dict(prepared["env"], RUN_NAME="bad_workers", MAX_UPDATE="2")
+    proc = step("train.sh", dict(env, CPU_WORKERS="2", NGPU="2", DRY_RUN="1"), ok=False)
+    assert "CPU_WORKERS=2 is for training on the CPU (NGPU=0); found NGPU=2" in proc.stderr
+    proc = step("train.sh", dict(env, CPU_WORKERS="two"), ok=False)
+    assert "CPU_WORKERS must be an integer >= 1, got 'two'" in proc.stderr
+    # a rank that cannot start (its port is taken by a listening socket) ends the whole run
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        start = time.time()
+        proc = step("train.sh", dict(env, CPU_WORKERS="2", MASTER_PORT=str(taken.getsockname()[1])), ok=False,
+                    timeout=300)
+    assert "a training process failed" in proc.stderr
+    assert time.time() - start < 240
+
+
+RUN = dict(MAX_UPDATE="60", SAVE_INTERVAL_UPDATES="5", KEEP_INTERVAL_UPDATES="3", DROPOUT="0.1")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(prepared):
+    """The reference run, timed from its first checkpoint to its end (the window the kills fall in)."""
+    env = dict(prepared["env"], RUN_NAME="uninterrupted", **RUN)
+    save = prepared["work"] / "checkpoints" / "uninterrupted"
+    proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    while not (save / "checkpoint_last.pt").exists() and proc.poll() is None:
+        time.sleep(0.01)
+    first = time.time()
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    return dict(model=model_of(save / "checkpoint_last.pt"), window=time.time() - first, save=save)
+
+
+SEEDS = (1, 2, 3)
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(prepared, uninterrupted):
+    """One run per seed, SIGKILLed (train.sh's whole process group, as a power cut would) at a
+    random moment after its first checkpoint, then train.sh run again; the runs go side by side."""
+    runs = {}
+    for seed in SEEDS:
+        env = dict(prepared["env"], RUN_NAME=f"killed{seed}", **RUN)
+        proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO,
+                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        runs[seed] = dict(env=env, proc=proc, save=prepared["work"] / "checkpoints" / f"killed{seed}", killed=None)
+    deadline = time.time() + 300
+    while any(run["killed"] is None for run in runs.values()):
+        for seed, run in runs.items():
+            if run["killed"] is None and (run["save"] / "checkpoint_last.pt").exists():
+                if "first" not in run:
+                    run["first"] = time.time()
+                    run["delay"] = random.Random(seed).uniform(0, 0.5 * uninterrupted["window"])
+                elif time.time() - run["first"] >= run["delay"]:
+                    assert run["proc"].poll() is None, f"run {seed} ended before the kill: the window is too short"
+                    os.killpg(run["proc"].pid, signal.SIGKILL)
+                    run["proc"].wait()
+                    run["killed"] = updates_of_any(run["save"])
+            assert run["killed"] is not None or run["proc"].poll() is None, f"run {seed} ended before its first checkpoint"
+        assert time.time() < deadline
+        time.sleep(0.005)
+    for run in runs.values():
+        assert not (run["save"] / ".done").exists()
+        run["resume"] = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=run["env"], cwd=REPO,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for run in runs.values():
+        run["stdout"], run["stderr"] = run["resume"].communicate(timeout=600)
+        assert run["resume"].returncode == 0, run["stderr"][-3000:]
+    return runs
+
+
+def updates_of_any(save):
+    """The update count of the newest loadable checkpoint (checkpoint_last.pt may be mid-copy)."""
+    counts = []
+    for path in save.glob("checkpoint_*_*.pt"):
+        try:
+            counts.append(updates_of(path))
+        except Exception:
+            pass
+    return max(counts, default=0)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_training_killed_at_random_moment_resumes_to_uninterrupted_result(killed_and_resumed, uninterrupted, seed):
+    """Running train.sh again after the kill resumes from checkpoint_last.pt and ends with the
+    uninterrupted run's parameters, bit for bit: fairseq restores the data iterator mid-epoch, the
+    optimizer and the scheduler and re-seeds dropout every update, and the translation_resumable
+    task builds every epoch's batches as the uninterrupted run did."""
+    run = killed_and_resumed[seed]
+    assert 5 <= run["killed"] < 60
+    assert "resuming from" in run["stderr"]
+    assert f"(epoch 1 @ 0 updates)" not in run["stdout"]  # it did not start again
+    assert updates_of(run["save"] / "checkpoint_last.pt") == 60
+    assert max_difference(model_of(run["save"] / "checkpoint_last.pt"), uninterrupted["model"]) == 0.0
+
+
+def test_truncated_checkpoint_last_is_restored_from_newest_complete_checkpoint(prepared, uninterrupted,
+                                                                                killed_and_resumed):
+    """fairseq copies checkpoint_<e>_<u>.pt to checkpoint_last.pt non-atomically: a kill during the
+    copy leaves it truncated. train.sh resumes from the newest complete numbered checkpoint (here
+    update 55, epochs into the run) and still ends with the uninterrupted run's parameters."""
+    run = killed_and_resumed[SEEDS[0]]
+    save, last = run["save"], run["save"] / "checkpoint_last.pt"
+    data = last.read_bytes()
+    last.write_bytes(data[: len(data) // 2])
+    next(save.glob("checkpoint_*_60.pt")).unlink()
+    newest = next(save.glob("checkpoint_*_55.pt"))
+    (save / ".done").unlink()
+    proc = step("train.sh", run["env"])
+    assert f"cannot load {last}" in proc.stderr
+    assert f"{last} was damaged (kept as checkpoint_last.pt.damaged): restored from {newest}" in proc.stderr
+    assert re.search(r"Loaded checkpoint \S+checkpoint_last.pt \(epoch [0-9]+ @ 55 updates\)", proc.stdout)
+    assert (save / "checkpoint_last.pt.damaged").read_bytes() == data[: len(data) // 2]
+    assert max_difference(model_of(last), uninterrupted["model"]) == 0.0
+    # nothing complete left to resume from: the error names the file and what to do
+    for path in save.glob("checkpoint_*.pt"):
+        path.write_bytes(b"not a checkpoint")
+    proc = step("train.sh", dict(run["env"], MAX_UPDATE="70"), ok=False)
+    assert f"{last} is damaged and {save} holds no complete checkpoint_<epoch>_<update>.pt" in proc.stderr
+
+
+def content(path):
+    """What a complete output holds, without what differs between identical runs (timings, dates)."""
+    if path.suffix == ".pt":
+        return {k: v.tolist() for k, v in model_of(path).items()}
+    if path.suffix == ".json":
+        return {k: v for k, v in json.loads(path.read_text()).items() if k != "date"}
+    return [line for line in lines(path) if not line.startswith("Translated ")]
+
+
+@pytest.mark.parametrize("script,seed", [("average.sh", 4), ("evaluate.sh", 5)])
+def test_killed_average_or_evaluate_leaves_no_partial_output(prepared, uninterrupted, script, seed):
+    """A kill at a random moment of averaging or evaluation leaves under the final names only
+    complete files (or none); the re-run completes and gives what an uninterrupted run gives."""
+    eval_dir = prepared["work"] / "eval" / script
+    env = dict(prepared["env"], RUN_NAME="uninterrupted", SAVE_DIR=str(uninterrupted["save"]), AVERAGE_LAST="3",
+               EVAL_DIR=str(eval_dir), GEN_MAX_TOKENS="2000")
+    if script == "evaluate.sh":
+        step("average.sh", env)
+    start = time.time()
+    step(script, env)
+    duration = time.time() - start  # the kill falls inside a run as long as this one
+    outputs = ([uninterrupted["save"] / "checkpoint_avg_last3.pt"] if script == "average.sh" else
+               sorted(p for p in eval_dir.iterdir() if p.is_file()))
+    assert len(outputs) >= (1 if script == "average.sh" else 4), outputs
+    complete = {path: content(path) for path in outputs}
+    for path in outputs:
+        path.unlink()
+    proc = subprocess.Popen(["bash", os.path.join(RECIPE, script)], env=env, cwd=REPO, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(random.Random(seed).uniform(0.3, 0.9) * duration)
+    assert proc.poll() is None, f"{script} ended before the kill"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for path in outputs:
+        assert not path.exists() or content(path) == complete[path], f"partial {path} after the kill"
+    step(script, env)
+    for path in outputs:
+        assert content(path) == complete[path], path
