@@ -77,6 +77,8 @@ class RotaryMultiheadAttention(MultiheadAttention):
         rope_dim: rotated channels per head (even, <= head_dim); None rotates all.
         rope_attention: "softmax" (the default) or "linear": eq. 19, RoPE with linear attention
             (:mod:`fairseq_rope.linear_attention`), O(N) in the length, no attention dropout.
+        rope_scaling, rope_scaling_factor, rope_original_max_positions: frequencies for inputs
+            longer than in training (:data:`fairseq_rope.rotary.SCALINGS`); "none" is the paper's.
     """
 
     def __init__(
@@ -91,6 +93,9 @@ class RotaryMultiheadAttention(MultiheadAttention):
         rope_layout: str = "interleaved",
         rope_dim: Optional[int] = None,
         rope_attention: str = "softmax",
+        rope_scaling: str = "none",
+        rope_scaling_factor: float = 1.0,
+        rope_original_max_positions: Optional[int] = None,
     ):
         super().__init__(
             embed_dim,
@@ -109,10 +114,17 @@ class RotaryMultiheadAttention(MultiheadAttention):
             )
         if rope_attention not in ATTENTIONS:
             raise ValueError(f"--rope-attention must be one of {', '.join(ATTENTIONS)}; got {rope_attention!r}")
-        self.rotary = RotaryEmbedding(rope_dim, theta=rope_theta, layout=rope_layout)
+        if rope_attention == "linear" and rope_scaling == "yarn":
+            raise ValueError("--rope-scaling yarn scales the softmax's logits (its temperature); "
+                             "it does not apply to --rope-attention linear")
+        self.rotary = RotaryEmbedding(rope_dim, theta=rope_theta, layout=rope_layout, scaling=rope_scaling,
+                                      factor=rope_scaling_factor, original_positions=rope_original_max_positions)
         self.rope_attention = rope_attention
         self.linear_chunk = CHUNK  # positions per chunk of the causal prefix sums (linear attention)
         self.fast = True  # False: always the plain path (the reference the tests compare with)
+        # B x T positions of each sentence's slots, set by the encoder/decoder for one training
+        # forward with --rope-random-positions; None: the slot index (past .. past+T-1)
+        self.positions: Optional[Tensor] = None
 
     def forward(
         self,
@@ -144,7 +156,15 @@ class RotaryMultiheadAttention(MultiheadAttention):
         padding = self._full_padding_mask(saved.get("prev_key_padding_mask"), key_padding_mask, bsz, past, tgt_len, query.device)
 
         # eq. 34: q and k rotated by their positions past .. past+T-1, once; cached keys stay rotated
-        q, k, v = self._project_and_rotate(query, past, fast=not plain, one_gemm=incremental_state is None)
+        if self.positions is not None:  # random positions, training only: one sorted set per sentence
+            if incremental_state is not None:
+                raise ValueError("random positions are for training; incremental decoding uses the slot index")
+            positions = self.positions.t().unsqueeze(-1)  # T x B x 1, broadcast over heads
+            q, k, v = (p(query).view(tgt_len, bsz, self.num_heads, self.head_dim)
+                       for p in (self.q_proj, self.k_proj, self.v_proj))
+            q, k = self.rotary(q, positions), self.rotary(k, positions)
+        else:
+            q, k, v = self._project_and_rotate(query, past, fast=not plain, one_gemm=incremental_state is None)
         q, k, v = (x.permute(1, 2, 0, 3) for x in (q, k, v))  # T x B x H x D -> B x H x T x D views
         if prev_key is not None:
             k = torch.cat([prev_key, k], dim=2)

@@ -9,6 +9,7 @@ runs. Turning weights_only off would let any checkpoint run code.
 """
 
 import argparse
+import os
 
 import numpy
 import numpy.dtypes
@@ -35,8 +36,16 @@ def allowed_names():
     return {g[1] if isinstance(g, tuple) else f"{g.__module__}.{g.__qualname__}" for g in FAIRSEQ_CHECKPOINT_GLOBALS}
 
 
-class UnsafeCheckpointError(RuntimeError):
-    pass
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used; the message names the file and why."""
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """The pickle needs classes a fairseq checkpoint never contains (it could run code)."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """Not a readable PyTorch checkpoint: truncated (e.g. a copy that was killed) or damaged."""
 
 
 def allow_fairseq_checkpoints():
@@ -53,7 +62,11 @@ def load_checkpoint(path, map_location="cpu"):
         raise FileNotFoundError(f"checkpoint not found: {path}") from None
     except Exception as error:
         if "Weights only load failed" not in str(error):
-            raise
+            size = os.path.getsize(path) if os.path.isfile(path) else 0
+            raise CorruptCheckpointError(
+                f"{path}: not a readable checkpoint ({size:,} bytes; truncated or damaged, e.g. a copy that "
+                f"was interrupted): {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+            ) from None
         try:
             unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
         except Exception:
@@ -64,3 +77,30 @@ def load_checkpoint(path, map_location="cpu"):
             f"checkpoint never contains and which could run code. Nothing from it was executed. "
             f"Only load it with weights_only=False if you trust whoever made it.\n{error}"
         ) from None
+
+
+def check_fits(checkpoint, data_bin, source_lang=None, target_lang=None):
+    """Loads ``checkpoint`` (weights only) and checks that its embeddings have the sizes of the
+    dictionaries in ``data_bin``; raises a CheckpointError naming both otherwise. Returns the state."""
+    from fairseq.data import Dictionary
+    from fairseq.data.data_utils import infer_language_pair
+
+    state = load_checkpoint(checkpoint)
+    if "model" not in state:
+        raise CheckpointError(f"{checkpoint} has no 'model' entry: not a fairseq checkpoint")
+    config = state.get("args") or (state.get("cfg") or {}).get("task") or {}
+    get = (lambda key: getattr(config, key, None)) if isinstance(config, argparse.Namespace) else config.get
+    source_lang, target_lang = source_lang or get("source_lang"), target_lang or get("target_lang")
+    if source_lang is None or target_lang is None:
+        source_lang, target_lang = infer_language_pair(data_bin)
+    for side, lang in (("encoder", source_lang), ("decoder", target_lang)):
+        weight = state["model"].get(f"{side}.embed_tokens.weight")
+        path = os.path.join(data_bin, f"dict.{lang}.txt")
+        if weight is None or not os.path.isfile(path):
+            continue
+        size = len(Dictionary.load(path))
+        if weight.shape[0] != size:
+            raise CheckpointError(
+                f"{checkpoint} does not fit the dictionary {path}: its {side} has {weight.shape[0]} embeddings, "
+                f"the dictionary {size} symbols; was it trained with another data-bin?")
+    return state

@@ -20,8 +20,9 @@ Decoding as fairseq's SequenceGenerator (checked against fairseq-generate in tes
     each group is decoded with ``max_decoding_length = max_len + 1`` (the EOS included). At that
     last step fairseq forces the EOS, while CTranslate2 keeps the best token: so the hypotheses
     that reach the limit are cut to max_len tokens, re-scored with the EOS after them
-    (``score_batch``) and ranked with the others by fairseq's score (tests: max length 3 on a
-    trained model, identical to fairseq-generate);
+    (``score_batch``) and ranked with the others by fairseq's score. Not exact: CTranslate2's last
+    step keeps the best tokens, so two beams may extend one prefix and crowd out a prefix that
+    fairseq finishes with the forced EOS (tests: max length 3, >= 97% identical to fairseq-generate);
   * minimum length 1 (fairseq's default ``--min-len 1``: no empty translation). Both forbid the EOS
     at the first step, but CTranslate2 does so before its softmax, which renormalises that step's
     log-probabilities over the other tokens, while fairseq sets the EOS to -inf after it: every

@@ -21,6 +21,8 @@ from typing import List, Optional, Union
 from fairseq import hub_utils
 from fairseq.hub_utils import GeneratorHubInterface
 
+from .checkpoints import check_fits
+
 
 class Translator(GeneratorHubInterface):
     """fairseq's hub interface whose ``translate`` defaults to beam 4 and length penalty 0.6."""
@@ -96,11 +98,15 @@ def load_translator(
         tokenizer = None
     if tokenizer:
         overrides.update(tokenizer=tokenizer, moses_source_lang=source_lang, moses_target_lang=target_lang)
-    loaded = hub_utils.from_pretrained(
-        os.path.abspath(model_dir),
-        checkpoint_file=checkpoint_file,
-        data_name_or_path=os.path.abspath(data_bin),
-        **overrides,
-    )
+    try:
+        loaded = hub_utils.from_pretrained(
+            os.path.abspath(model_dir),
+            checkpoint_file=checkpoint_file,
+            data_name_or_path=os.path.abspath(data_bin),
+            **overrides,
+        )
+    except Exception:  # fairseq's own messages do not name the file: say what is wrong if we can tell
+        check_fits(checkpoint, data_bin, source_lang, target_lang)
+        raise
     translator = Translator(loaded["args"], loaded["task"], loaded["models"], beam=beam, lenpen=lenpen)
     return translator.to(device).eval()

@@ -9,7 +9,10 @@ incremental decoding, checkpoints. By default there are no additive token-positi
 embeddings (the paper's RoFormer); ``--add-token-positional-embeddings`` restores them.
 """
 
+import contextlib
 import logging
+
+import torch
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
@@ -27,7 +30,7 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, Trans
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 
 from .attention import ATTENTIONS, RotaryMultiheadAttention
-from .rotary import LAYOUTS
+from .rotary import LAYOUTS, check_scaling
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +50,9 @@ def build_rotary_self_attention(embed_dim, num_heads, cfg, layer):
         rope_layout=cfg.rope_layout,
         rope_dim=cfg.rope_dim,
         rope_attention=cfg.rope_attention,
+        rope_scaling=cfg.rope_scaling,
+        rope_scaling_factor=cfg.rope_scaling_factor,
+        rope_original_max_positions=cfg.rope_original_max_positions,
     )
 
 
@@ -82,7 +88,36 @@ def drop_additive_positions(module, state_dict, name):
         logger.warning("rope_transformer has no additive position embeddings: ignoring %s from the checkpoint", ", ".join(dropped))
 
 
+@contextlib.contextmanager
+def random_positions(coder, tokens):
+    """--rope-random-positions N, in training: the T slots of each sentence get T distinct positions
+    drawn from [0, N) and sorted (randomized positional encodings, Ruoss et al. 2023), the same in
+    every self-attention of this forward, so that distances up to N are seen in training. In
+    evaluation (and incremental decoding) positions stay the slot index."""
+    n = getattr(coder.cfg, "rope_random_positions", 0)
+    if not (coder.training and n):
+        yield
+        return
+    B, T = tokens.shape
+    if T > n:
+        raise ValueError(f"--rope-random-positions {n} is less than the length of a training batch ({T} tokens, "
+                         f"padding included): raise it above --max-source/target-positions")
+    positions = torch.rand(B, n, device=tokens.device).topk(T, dim=1).indices.sort(dim=1).values
+    attentions = [m for m in coder.modules() if isinstance(m, RotaryMultiheadAttention)]
+    for attention in attentions:
+        attention.positions = positions
+    try:
+        yield
+    finally:
+        for attention in attentions:
+            attention.positions = None
+
+
 class RoPETransformerEncoder(TransformerEncoderBase):
+    def forward(self, src_tokens, *args, **kwargs):
+        with random_positions(self, src_tokens):
+            return super().forward(src_tokens, *args, **kwargs)
+
     def build_encoder_layer(self, cfg):
         return wrap_layer(RoPETransformerEncoderLayer(cfg, return_fc=self.return_fc), cfg)
 
@@ -95,6 +130,10 @@ class RoPETransformerEncoder(TransformerEncoderBase):
 
 
 class RoPETransformerDecoder(TransformerDecoderBase):
+    def forward(self, prev_output_tokens, *args, **kwargs):
+        with random_positions(self, prev_output_tokens):
+            return super().forward(prev_output_tokens, *args, **kwargs)
+
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return wrap_layer(RoPETransformerDecoderLayer(cfg, no_encoder_attn), cfg)
 
@@ -126,6 +165,21 @@ class RoPETransformerModel(TransformerModel):
                                 "paper's eq. 19, RoPE with linear attention, phi(x) = elu(x) + 1, O(length); "
                                 "no attention weights and no --attention-dropout in linear mode (cross-attention "
                                 "stays softmax and keeps both)")
+        group.add_argument("--rope-scaling", metavar="S",
+                           help="frequencies for inputs longer than in training: 'none' (default, the paper's), "
+                                "'linear' (position interpolation, positions / F), 'ntk' (NTK-aware: base * "
+                                "F^(d/(d-2))) or 'yarn' (YaRN: per-frequency interpolation and its softmax "
+                                "temperature; needs --rope-original-max-positions); usually set at generation "
+                                "time with --model-overrides")
+        group.add_argument("--rope-scaling-factor", type=float, metavar="F",
+                           help="how many times longer the inputs are than in training (>= 1; default 1)")
+        group.add_argument("--rope-original-max-positions", type=int, metavar="L",
+                           help="the longest training sequence in tokens (YaRN's L)")
+        group.add_argument("--rope-random-positions", type=int, metavar="N",
+                           help="in training, give each sentence's tokens sorted random positions from [0, N) "
+                                "instead of 0, 1, 2, ... (randomized positional encodings, Ruoss et al. 2023), "
+                                "so that distances longer than the training sentences are seen; evaluation and "
+                                "generation use 0, 1, 2, ... (default 0: off)")
         group.add_argument("--add-token-positional-embeddings", action="store_true",
                            help="also add fairseq's token-position embeddings (off: pure RoPE)")
 
@@ -152,6 +206,15 @@ def validate_rope_args(args):
         raise ValueError(f"--rope-layout must be one of {', '.join(LAYOUTS)}; got {args.rope_layout!r}")
     if args.rope_attention not in ATTENTIONS:
         raise ValueError(f"--rope-attention must be one of {', '.join(ATTENTIONS)}; got {args.rope_attention!r}")
+    check_scaling(args.rope_scaling, args.rope_scaling_factor, args.rope_original_max_positions,
+                  args.rope_dim or 4)  # the head dim is checked below
+    if args.rope_attention == "linear" and args.rope_scaling == "yarn":
+        raise ValueError("--rope-scaling yarn scales the softmax's logits (its temperature); "
+                         "it does not apply to --rope-attention linear")
+    if args.rope_random_positions < 0:
+        raise ValueError(f"--rope-random-positions must be >= 0 (0: off); got {args.rope_random_positions}")
+    if args.rope_random_positions and args.rope_attention == "linear":
+        raise ValueError("--rope-random-positions is not supported with --rope-attention linear")
     if args.rope_attention == "linear" and getattr(args, "attention_dropout", 0.0) > 0:
         logger.warning("--rope-attention linear forms no attention weights in self-attention: --attention-dropout %g "
                        "applies to cross-attention only", args.attention_dropout)
@@ -172,6 +235,10 @@ def rope_defaults(args):
     args.rope_layout = getattr(args, "rope_layout", "interleaved")
     args.rope_dim = getattr(args, "rope_dim", None)
     args.rope_attention = getattr(args, "rope_attention", "softmax")
+    args.rope_scaling = getattr(args, "rope_scaling", "none")
+    args.rope_scaling_factor = getattr(args, "rope_scaling_factor", 1.0)
+    args.rope_original_max_positions = getattr(args, "rope_original_max_positions", None)
+    args.rope_random_positions = getattr(args, "rope_random_positions", 0) or 0
     args.add_token_positional_embeddings = getattr(args, "add_token_positional_embeddings", False)
     if args.add_token_positional_embeddings and getattr(args, "no_token_positional_embeddings", False):
         raise ValueError("--add-token-positional-embeddings contradicts --no-token-positional-embeddings")

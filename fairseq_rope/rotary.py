@@ -33,10 +33,22 @@ module stays float32 while q and k are float16/bfloat16). The cache grows on dem
 never saved in a state dict.
 """
 
+import math
+
 import torch
 from torch import nn
 
 LAYOUTS = ("interleaved", "half")
+# Rotations for inputs longer than the training lengths (none = the paper's): theta_i' of
+#   linear: theta_i / F                  position interpolation (Chen et al. 2023): m -> m / F
+#   ntk:    base' = base * F^(d/(d-2))    NTK-aware scaling (bloc97 2023): low frequencies interpolated,
+#                                         the highest kept
+#   yarn:   (1 - g_i) theta_i / F + g_i theta_i, g_i = clamp((L / lambda_i - 1) / (32 - 1), 0, 1),
+#           lambda_i = 2 pi / theta_i, and q, k scaled by 0.1 ln F + 1 (YaRN, Peng et al. 2023, with
+#           its alpha = 1, beta = 32): dimensions that turn fewer than once over the training
+#           length L are interpolated, those that turn 32+ times kept
+SCALINGS = ("none", "linear", "ntk", "yarn")
+YARN_ALPHA, YARN_BETA = 1.0, 32.0
 
 
 class RotaryEmbedding(nn.Module):
@@ -48,7 +60,8 @@ class RotaryEmbedding(nn.Module):
         layout: "interleaved" (the paper's pairing) or "half" (rotate_half).
     """
 
-    def __init__(self, dim: int, theta: float = 10000.0, layout: str = "interleaved"):
+    def __init__(self, dim: int, theta: float = 10000.0, layout: str = "interleaved", scaling: str = "none",
+                 factor: float = 1.0, original_positions: int = None):
         super().__init__()
         if dim <= 0 or dim % 2:
             raise ValueError(f"rotary dim must be a positive even number, got {dim}")
@@ -56,7 +69,9 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"rotary theta must be > 0, got {theta}")
         if layout not in LAYOUTS:
             raise ValueError(f"rotary layout must be one of {LAYOUTS}, got {layout!r}")
+        check_scaling(scaling, factor, original_positions, dim)
         self.dim, self.theta, self.layout = dim, float(theta), layout
+        self.scaling, self.factor, self.original_positions = scaling, float(factor), original_positions
         # for positions m < len(cache): eq. 34's cos and signed sin rows, and (cos, sin) of each angle,
         # the real view of e^{i m theta} for the complex form; buffers so that .to()/.half()/.cuda()
         # move them, non-persistent so that checkpoints never carry them.
@@ -65,11 +80,27 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("rotation_cached", torch.empty(0, dim // 2, 2), persistent=False)
 
     def extra_repr(self):
-        return f"dim={self.dim}, theta={self.theta:g}, layout={self.layout}"
+        scaling = "" if self.scaling == "none" else f", scaling={self.scaling}, factor={self.factor:g}" + (
+            f", original_positions={self.original_positions}" if self.scaling == "yarn" else "")
+        return f"dim={self.dim}, theta={self.theta:g}, layout={self.layout}{scaling}"
 
     def inv_freq(self) -> torch.Tensor:
-        """theta_i = theta^(-2(i-1)/d) for i = 1 .. d/2, in float64."""
-        return self.theta ** -(torch.arange(0, self.dim, 2, dtype=torch.float64) / self.dim)
+        """theta_i = theta^(-2(i-1)/d) for i = 1 .. d/2, in float64, after the scaling (SCALINGS)."""
+        exponents = torch.arange(0, self.dim, 2, dtype=torch.float64) / self.dim
+        freq = self.theta ** -exponents
+        if self.scaling == "linear":
+            return freq / self.factor
+        if self.scaling == "ntk":
+            return (self.theta * self.factor ** (self.dim / (self.dim - 2))) ** -exponents
+        if self.scaling == "yarn":
+            turns = self.original_positions * freq / (2 * math.pi)  # L / lambda_i
+            kept = ((turns - YARN_ALPHA) / (YARN_BETA - YARN_ALPHA)).clamp(0, 1)
+            return freq / self.factor * (1 - kept) + freq * kept
+        return freq
+
+    def magnitude(self) -> float:
+        """What q and k are multiplied by with the rotation: YaRN's sqrt(1/t) = 0.1 ln F + 1, else 1."""
+        return 0.1 * math.log(self.factor) + 1 if self.scaling == "yarn" else 1.0
 
     def _grow(self, length: int):
         """Makes the cache cover positions 0 .. length-1 (rounded up to a power of two).
@@ -80,7 +111,7 @@ class RotaryEmbedding(nn.Module):
             return
         length = max(64, 1 << (length - 1).bit_length())
         angles = torch.outer(torch.arange(length, dtype=torch.float64), self.inv_freq())  # L x d/2
-        cos, sin = angles.cos(), angles.sin()
+        cos, sin = angles.cos() * self.magnitude(), angles.sin() * self.magnitude()
         device, dtype = self.cos_cached.device, self.cos_cached.dtype
         self.rotation_cached = torch.stack((cos, sin), -1).to(device=device, dtype=dtype)
         if self.layout == "interleaved":  # channels (2i, 2i+1) share angle i; swap(x)_{2i} = -x_{2i+1}
@@ -122,6 +153,24 @@ class RotaryEmbedding(nn.Module):
         end = int(positions.max()) + 1 if positions.numel() else 0
         cos, sin = self.cos_sin(0, end, x.dtype)
         return apply_rotary(x, cos[positions], sin[positions], self.layout)
+
+
+def check_scaling(scaling, factor, original_positions, dim):
+    """Fails naming the flag: --rope-scaling, --rope-scaling-factor, --rope-original-max-positions."""
+    if scaling not in SCALINGS:
+        raise ValueError(f"--rope-scaling must be one of {', '.join(SCALINGS)}; got {scaling!r}")
+    if scaling == "none":
+        if factor != 1:
+            raise ValueError(f"--rope-scaling-factor {factor:g} needs a --rope-scaling (linear, ntk or yarn)")
+        return
+    if not factor >= 1:
+        raise ValueError(f"--rope-scaling-factor must be >= 1 (how many times longer than in training); got {factor:g}")
+    if scaling == "ntk" and dim <= 2:
+        raise ValueError("--rope-scaling ntk needs at least 4 rotated channels (its exponent is d/(d-2)); "
+                         f"--rope-dim is {dim}")
+    if scaling == "yarn" and not (original_positions or 0) >= 1:
+        raise ValueError("--rope-scaling yarn needs --rope-original-max-positions, the longest training "
+                         f"sequence in tokens; got {original_positions}")
 
 
 def swap_pairs(x: torch.Tensor, layout: str) -> torch.Tensor:

@@ -69,7 +69,7 @@ def average_checkpoints(inputs, log=print):
     """Returns the state of ``inputs[0]`` with ``state["model"]`` replaced by the element-wise mean."""
     import torch
 
-    from fairseq_rope.checkpoints import load_checkpoint  # torch.load(weights_only=True), the plugin's allowlist
+    from fairseq_rope.checkpoints import CheckpointError, load_checkpoint  # weights_only, the plugin's allowlist
 
     if not inputs:
         raise InputError(PROG, "no input checkpoints")
@@ -78,7 +78,10 @@ def average_checkpoints(inputs, log=print):
     dtypes = {}
     for path in inputs:
         log(f"[{PROG}] reading {path}")
-        state = load_checkpoint(path)
+        try:
+            state = load_checkpoint(path)
+        except CheckpointError as error:
+            raise InputError(PROG, str(error)) from None
         if "model" not in state:
             raise InputError(PROG, f"{path} has no 'model' entry: not a fairseq checkpoint")
         params = state["model"]
@@ -159,13 +162,18 @@ def main(argv=None):
     out_dir = os.path.dirname(out_real)
     if not os.path.isdir(out_dir):
         ap.error(f"directory of --output does not exist: {out_dir}")
+    if not os.access(out_dir, os.W_OK):  # before the work; root passes this, the write below still checks
+        ap.error(f"directory of --output is not writable: {out_dir}")
 
     print(f"[{PROG}] averaging {len(inputs)} checkpoints: {', '.join(inputs)}", file=sys.stderr)
     state = average_checkpoints(inputs, log=lambda msg: print(msg, file=sys.stderr))
     import torch
 
-    with atomic_output(out_real, "wb", suffix=f".tmp.{os.getpid()}") as f:
-        torch.save(state, f)
+    try:
+        with atomic_output(out_real, "wb", suffix=f".tmp.{os.getpid()}") as f:
+            torch.save(state, f)
+    except (OSError, RuntimeError) as error:  # torch.save reports a full disk as a RuntimeError
+        raise InputError(PROG, f"cannot write --output {args.output}: {error} (nothing was written under that name)") from None
     print(f"[{PROG}] wrote {args.output}", file=sys.stderr)
 
 

@@ -51,11 +51,24 @@ def write_lines(path: str, lines):
         f.writelines(line + "\n" for line in lines)
 
 
-def read_lines(path: str):
-    """The lines of a UTF-8 text file without their "\\n"; only "\\n" ends a line, as fairseq and
-    sacrebleu read text (str.splitlines would also split at U+2028, form feeds, ...)."""
-    with open(path, encoding="utf-8", newline="\n") as f:
-        return [line[:-1] if line.endswith("\n") else line for line in f]
+def decode_lines(path: str, prog: str = "fairseq-rope"):
+    """Yields the lines of a UTF-8 text file without their "\\n"; only "\\n" ends a line, as fairseq
+    and sacrebleu read text (str.splitlines would also split at U+2028, form feeds, ...). A line
+    that is not UTF-8 stops it with an InputError naming the file, the line and the byte."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InputError(prog, f"{path}, line {number}: not UTF-8 (byte 0x{raw[error.start]:02x} at "
+                                       f"byte {error.start + 1} of the line); convert the file to UTF-8, "
+                                       f"e.g. with iconv -f latin1 -t utf-8") from None
+            yield line[:-1] if line.endswith("\n") else line
+
+
+def read_lines(path: str, prog: str = "fairseq-rope"):
+    """The lines of a UTF-8 text file without their "\\n" (see decode_lines)."""
+    return list(decode_lines(path, prog))
 
 
 def count_lines(path: str) -> int:

@@ -59,7 +59,7 @@ def main(argv=None):
             raise InputError(PROG, f"{flag} not found: {path}")
     if os.path.exists(args.output_dir) and not args.force:
         raise InputError(PROG, f"--output-dir exists: {args.output_dir} (give --force to replace it)")
-    from fairseq_rope.checkpoints import UnsafeCheckpointError
+    from fairseq_rope.checkpoints import CheckpointError
     from fairseq_rope.ct2 import ExportError, export
 
     try:
@@ -67,7 +67,7 @@ def main(argv=None):
                      force=args.force, bpe_codes=args.bpe_codes, sentencepiece_model=args.sentencepiece_model,
                      tokenizer=None if args.tokenizer == "none" else args.tokenizer,
                      source_lang=args.source_lang, target_lang=args.target_lang)
-    except (ExportError, UnsafeCheckpointError, FileNotFoundError, ValueError) as error:
+    except (ExportError, CheckpointError, FileNotFoundError, ValueError) as error:
         raise InputError(PROG, str(error)) from None
     print(f"[{PROG}] {args.checkpoint} -> {out} (CTranslate2, weights {args.quantization or 'float32'})")
 

@@ -37,13 +37,14 @@ Every output is written to a temporary file and renamed when complete, so an int
 never leaves a partial file under its final name.
 """
 
+import collections
 import multiprocessing
 import os
 import re
 import sys
 from functools import lru_cache
 
-from .common import InputError, argument_parser, atomic_output, count_lines
+from .common import InputError, argument_parser, atomic_output, count_lines, decode_lines
 
 PROG = "fairseq-rope-prep"
 
@@ -90,8 +91,11 @@ def _chunks(path, mode, lang):
 
 
 def process_file(mode, lang, src, dst, workers=1):
-    """Applies tokenize/detokenize to every line of ``src``; writes ``dst`` atomically; returns #lines."""
-    n = 0
+    """Applies tokenize/detokenize to every line of ``src``; writes ``dst`` atomically; returns the
+    number of lines and the numbers of the lines that came out empty."""
+    for _ in decode_lines(src, PROG):  # first, so that bytes that are not UTF-8 are named, not a traceback
+        pass
+    n, empty = 0, []
     with atomic_output(dst) as out:
         if workers <= 1:
             results = map(_work, _chunks(src, mode, lang))
@@ -103,26 +107,35 @@ def process_file(mode, lang, src, dst, workers=1):
             for lines in results:
                 for line in lines:
                     out.write(line + "\n")
-                n += len(lines)
+                    n += 1
+                    if not line:
+                        empty.append(n)
                 if n % (CHUNK * 100) == 0:
                     print(f"[{PROG} {mode}] {src}: {n} lines", file=sys.stderr, flush=True)
         finally:
             if pool is not None:
                 pool.close()
                 pool.join()
-    return n
+    return n, empty
 
 
-def keep_pair(src_tokens, tgt_tokens, min_len=1, max_len=250, ratio=1.5, max_word_length=1000):
-    """The clean-corpus-n rules on two token lists; True if the pair stays."""
+def drop_reason(src_tokens, tgt_tokens, min_len=1, max_len=250, ratio=1.5, max_word_length=1000):
+    """Why the clean-corpus-n rules remove a pair of token lists, or None if it stays."""
     ns, nt = len(src_tokens), len(tgt_tokens)
-    if ns < min_len or nt < min_len or ns > max_len or nt > max_len:
-        return False
     if ns == 0 or nt == 0:  # --min 0 still cannot keep an empty side
-        return False
+        return "an empty side"
+    if ns < min_len or nt < min_len or ns > max_len or nt > max_len:
+        return f"a side outside {min_len}-{max_len} tokens"
     if ns / nt > ratio or nt / ns > ratio:
-        return False
-    return all(len(tok) <= max_word_length for tok in src_tokens + tgt_tokens)
+        return f"a length ratio over {ratio:g}"
+    if not all(len(tok) <= max_word_length for tok in src_tokens + tgt_tokens):
+        return f"a token over {max_word_length} characters"
+    return None
+
+
+def keep_pair(*args, **kwargs):
+    """True if the pair stays (see drop_reason)."""
+    return drop_reason(*args, **kwargs) is None
 
 
 SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
@@ -145,8 +158,10 @@ def run_moses(args):
         raise InputError(PROG, f"-o must differ from -i ({args.input})")
     if args.workers < 1:
         raise InputError(PROG, f"--workers must be >= 1, got {args.workers}")
-    n = process_file(args.cmd, args.lang, args.input, args.output, args.workers)
-    print(f"[{PROG} {args.cmd}] ({args.lang}) {args.input} -> {args.output}: {n} lines", file=sys.stderr)
+    n, empty = process_file(args.cmd, args.lang, args.input, args.output, args.workers)
+    note = (f" ({len(empty)} empty, kept so that lines stay aligned: line {', '.join(map(str, empty[:5]))}"
+            f"{', ...' if len(empty) > 5 else ''})") if empty else ""
+    print(f"[{PROG} {args.cmd}] ({args.lang}) {args.input} -> {args.output}: {n} lines{note}", file=sys.stderr)
 
 
 def run_clean(args):
@@ -160,17 +175,20 @@ def run_clean(args):
     if n_src != n_tgt:
         raise InputError(PROG, f"parallel files differ in length: {args.src} has {n_src} lines, "
                                f"{args.tgt} has {n_tgt} lines")
-    kept = 0
-    with open(args.src, encoding="utf-8", newline="\n") as fs, open(args.tgt, encoding="utf-8", newline="\n") as ft, \
-            atomic_output(args.out_src) as out_src, atomic_output(args.out_tgt) as out_tgt:
-        for s, t in zip(fs, ft):
+    kept, removed = 0, collections.Counter()
+    with atomic_output(args.out_src) as out_src, atomic_output(args.out_tgt) as out_tgt:
+        for s, t in zip(decode_lines(args.src, PROG), decode_lines(args.tgt, PROG)):
             s_tok, t_tok = s.split(), t.split()
-            if keep_pair(s_tok, t_tok, args.min, args.max, args.ratio, args.max_word_length):
+            reason = drop_reason(s_tok, t_tok, args.min, args.max, args.ratio, args.max_word_length)
+            if reason is None:
                 out_src.write(" ".join(s_tok) + "\n")
                 out_tgt.write(" ".join(t_tok) + "\n")
                 kept += 1
+            else:
+                removed[reason] += 1
+    why = "; removed: " + ", ".join(f"{n} with {reason}" for reason, n in removed.most_common()) if removed else ""
     print(f"[{PROG} clean] {args.src} / {args.tgt}: kept {kept} of {n_src} pairs "
-          f"(tokens {args.min}-{args.max}, ratio <= {args.ratio:g}) -> {args.out_src}, {args.out_tgt}",
+          f"(tokens {args.min}-{args.max}, ratio <= {args.ratio:g}){why} -> {args.out_src}, {args.out_tgt}",
           file=sys.stderr)
 
 
@@ -223,9 +241,9 @@ def run_spm_encode(args):
     need_file(args.input, "-i")
     sp = spm.SentencePieceProcessor(model_file=args.model)
     n = 0
-    with open(args.input, encoding="utf-8", newline="\n") as fin, atomic_output(args.output) as fout:
-        for line in fin:
-            fout.write(" ".join(sp.encode(line.rstrip("\n"), out_type=str)) + "\n")
+    with atomic_output(args.output) as fout:
+        for line in decode_lines(args.input, PROG):
+            fout.write(" ".join(sp.encode(line, out_type=str)) + "\n")
             n += 1
     print(f"[{PROG} spm-encode] {args.input} -> {args.output}: {n} lines", file=sys.stderr)
 

@@ -26,7 +26,7 @@ import os
 import re
 import time
 
-from .common import InputError, argument_parser, atomic_output, write_lines
+from .common import InputError, argument_parser, atomic_output, read_lines, write_lines
 from .prep import detokenize_line, tokenize_line
 
 PROG = "fairseq-rope-score"
@@ -80,8 +80,7 @@ def main(argv=None):
             raise InputError(PROG, f"{flag} file not found: {path}")
     import sacrebleu
 
-    with open(args.ref, encoding="utf-8", newline="\n") as f:
-        refs = [line.rstrip("\n") for line in f]
+    refs = read_lines(args.ref, PROG)
     hyps_tok = read_hypotheses(args.generate_output, len(refs), args.ref)
     hyps_detok = [detokenize_line(h, args.lang) for h in hyps_tok]
     os.makedirs(args.out_dir, exist_ok=True)

@@ -223,3 +223,25 @@ def test_checkpoint_that_would_run_code_is_refused(data, tmp_path):
     assert out.returncode != 0
     assert "Weights only load failed" in out.stderr and "system" in out.stderr
     assert not marker.exists()
+
+
+def test_length_options_are_recorded_and_overridable_at_generation(data, trained, tmp_path):
+    """--rope-random-positions / --rope-scaling given to fairseq-train are in the checkpoint;
+    fairseq-generate --model-overrides sets a scaling on a model trained without one, and it
+    changes the translations of inputs longer than the training ones (a scaled rotation)."""
+    run("fairseq-train", data / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", "3",
+        "--save-dir", tmp_path, "--no-epoch-checkpoints", "--rope-random-positions", "256",
+        "--rope-scaling", "linear", "--rope-scaling-factor", "2")
+    model_cfg = load_checkpoint(tmp_path / "checkpoint_last.pt")["cfg"]["model"]
+    assert (model_cfg.rope_random_positions, model_cfg.rope_scaling, model_cfg.rope_scaling_factor) == (256, "linear", 2.0)
+
+    def generate(*flags):
+        out = run("fairseq-generate", data / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+                  "--cpu", "--beam", "4", "--gen-subset", "test", *flags)
+        return sorted(line for line in out.stdout.splitlines() if line.startswith("H-"))
+
+    plain = generate()
+    yarn = generate("--model-overrides", "{'rope_scaling': 'yarn', 'rope_scaling_factor': 2.0, "
+                                         "'rope_original_max_positions': 12}")
+    assert len(plain) == len(yarn) >= 20 and plain != yarn
+    assert generate("--model-overrides", "{'rope_scaling': 'none'}") == plain

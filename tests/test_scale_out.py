@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -266,3 +267,127 @@ def test_killed_average_or_evaluate_leaves_no_partial_output(prepared, uninterru
     step(script, env)
     for path in outputs:
         assert content(path) == complete[path], path
+
+
+# --------------------------------------------------------------------------- the README's bad-input table
+
+def readme_bad_input_rows():
+    """(case, message) of each row of the README's "Bad input" table; the message is the text in
+    backquotes of its last column, with <raw>, <work>, <dir> standing for the case's paths."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("### Bad input", 1)[1]
+    table = section[section.index("\n| case |"):].strip().split("\n\n")[0]
+    rows = []
+    for line in table.splitlines()[2:]:
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        rows.append((cells[0], re.findall(r"`([^`]+)`", cells[-1])))
+    return rows
+
+
+def bad_raw_corpus(path, **changes):
+    """A small parallel corpus (train/valid/test) with the given files replaced by raw bytes."""
+    path.mkdir()
+    for split, n in (("train", 60), ("valid", 4), ("test", 4)):
+        for lang in ("en", "de"):
+            (path / f"{split}.{lang}").write_text("".join(f"the house number {i} is {lang}\n" for i in range(n)))
+    for name, data in changes.items():
+        (path / name.replace("_", ".")).write_bytes(data)
+    return path
+
+
+def in_private_mount(mount, target, *command):
+    """Runs command in a private mount namespace where ``mount`` ("ro" or "tmpfs") is applied to
+    target (root only; the mount disappears with the process). None where that cannot be done."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return None
+    how = (f"mount --bind -o ro {target} {target}" if mount == "ro" else f"mount -t tmpfs -o size=256k tmpfs {target}")
+    probe = subprocess.run(["unshare", "--mount", "sh", "-c", how], capture_output=True)
+    if probe.returncode != 0:
+        return None
+    return subprocess.run(["unshare", "--mount", "sh", "-c", f'{how} && exec "$@"', "sh", *command],
+                          capture_output=True, text=True, timeout=300)
+
+
+def run_case(case, prepared, uninterrupted, tmp_path):
+    """Runs one row's case; returns (completed process, {placeholder: path})."""
+    raw, save = tmp_path / "raw", uninterrupted["save"]
+    average = os.path.join(os.path.dirname(sys.executable), "fairseq-rope-average")
+    inputs = sorted(str(p) for p in save.glob("checkpoint_*_*.pt"))[:2]
+    env = recipe_env(tmp_path / "work", RAW_DIR=raw, BPE_MERGES=50)
+    train_env = dict(prepared["env"], RUN_NAME="bad", MAX_UPDATE="2")
+
+    def tool(*args):
+        return subprocess.run(list(args), capture_output=True, text=True, timeout=300)
+
+    if case == "parallel files of unequal length":
+        bad_raw_corpus(raw, train_de=b"one line\n")
+        return step("prepare.sh", env, ok=False), dict(raw=raw)
+    if case == "bytes that are not UTF-8":
+        bad_raw_corpus(raw, valid_en=b"the house\ncaf\xe9 au lait\nx\ny\n")
+        return step("prepare.sh", env, ok=False), dict(raw=raw)
+    if case == "empty lines":
+        bad_raw_corpus(raw, test_en=b"the house\n\nx\ny\n",
+                       train_de=b"".join(b"das haus nummer %d ist de\n" % i if i != 4 else b"\n" for i in range(60)))
+        return step("prepare.sh", env), dict(raw=raw, work=tmp_path / "work")
+    if case == "a missing file":
+        bad_raw_corpus(raw)
+        (raw / "test.de").unlink()
+        return step("prepare.sh", env, ok=False), dict(raw=raw)
+    if case == "a truncated or corrupt checkpoint":
+        damaged = tmp_path / "damaged.pt"
+        damaged.write_bytes(open(inputs[0], "rb").read()[:20000])
+        return tool(average, "--inputs", str(damaged), inputs[1], "--output", str(tmp_path / "avg.pt")), \
+            dict(dir=tmp_path)
+    if case == "averaging checkpoints of different architectures":
+        state = load_checkpoint(inputs[1])
+        state["cfg"]["model"].arch = "transformer"  # a Namespace, as fairseq saves add_args-style models
+        torch.save(state, tmp_path / "baseline.pt")
+        return tool(average, "--inputs", inputs[0], str(tmp_path / "baseline.pt"), "--output",
+                    str(tmp_path / "avg.pt")), dict(dir=tmp_path)
+    if case == "an odd `--rope-dim`":
+        return step("train.sh", dict(train_env, EXTRA_TRAIN_ARGS=TINY_MODEL + " --rope-dim 3"), ok=False), {}
+    if case == "an unknown architecture":
+        return step("train.sh", dict(train_env, ARCH="rope_transformer_tiny"), ok=False), {}
+    if case == "a dictionary that does not match the checkpoint":
+        other = tmp_path / "data-bin"
+        shutil.copytree(prepared["work"] / "data-bin", other)
+        for lang in ("en", "de"):
+            with open(other / f"dict.{lang}.txt", "a") as f:
+                f.write("extra 1\n")
+        step("average.sh", dict(prepared["env"], SAVE_DIR=str(save), AVERAGE_LAST="2"))
+        return step("evaluate.sh", dict(prepared["env"], SAVE_DIR=str(save), DATA_BIN=str(other),
+                                        CHECKPOINT=str(save / "checkpoint_avg_last2.pt"),
+                                        EVAL_DIR=str(tmp_path / "eval")), ok=False), dict(dir=tmp_path)
+    if case == "a directory that cannot be written":
+        (tmp_path / "ro").mkdir()
+        return in_private_mount("ro", tmp_path / "ro", average, "--inputs", *inputs, "--output",
+                                str(tmp_path / "ro" / "avg.pt")), dict(dir=tmp_path)
+    if case == "a full disk":
+        (tmp_path / "full").mkdir()
+        return in_private_mount("tmpfs", tmp_path / "full", average, "--inputs", *inputs, "--output",
+                                str(tmp_path / "full" / "avg.pt")), dict(dir=tmp_path)
+    raise AssertionError(f"README bad-input row without a test case: {case!r}")
+
+
+def test_readme_bad_input_table_lists_every_case():
+    cases = [case for case, _ in readme_bad_input_rows()]
+    assert len(cases) == 11 and all(messages for _, messages in readme_bad_input_rows())
+    assert {"parallel files of unequal length", "a full disk", "an unknown architecture"} <= set(cases)
+
+
+@pytest.mark.parametrize("case,messages", readme_bad_input_rows(), ids=[c for c, _ in readme_bad_input_rows()])
+def test_readme_bad_input_row_is_what_the_user_gets(prepared, uninterrupted, tmp_path, case, messages):
+    """Each row of the README's bad-input table: its case run for real, and every message the
+    row quotes appears in what the command printed."""
+    proc, paths = run_case(case, prepared, uninterrupted, tmp_path)
+    if proc is None:
+        pytest.skip("needs root and a private mount namespace (unshare) to make a read-only or full file system")
+    output = proc.stdout + proc.stderr
+    for message in messages:
+        for name, path in paths.items():
+            message = message.replace(f"<{name}>", str(path))
+        assert message in output, f"{case}: {message!r} not in:\n{output[-3000:]}"
+    if case in ("a truncated or corrupt checkpoint", "averaging checkpoints of different architectures",
+                "a directory that cannot be written", "a full disk"):
+        assert proc.returncode != 0 and not list(tmp_path.glob("**/avg.pt*")), "an output was left behind"

@@ -94,6 +94,15 @@ elif [ "$BACKEND" = ctranslate2 ]; then
     --threads "$CT2_THREADS" --batch-size "$CT2_BATCH_SIZE"
   tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 else
+  # fairseq-generate's errors for a damaged checkpoint or other dictionaries name neither file
+  "$PYTHON" - "$CHECKPOINT" "$DATA_BIN" "$SRC" "$TGT" <<'PY' || die "cannot translate with $CHECKPOINT (see above)"
+import sys
+from fairseq_rope.checkpoints import CheckpointError, check_fits
+try:
+    check_fits(*sys.argv[1:])
+except CheckpointError as error:
+    sys.exit(f"[evaluate] {error}")
+PY
   log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $GEN"
   run_to "$GEN" fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
     --gen-subset "$GEN_SUBSET" --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$remove_bpe" \
