@@ -86,9 +86,10 @@ def check_exportable(args, model_name):
         if getattr(args, "add_token_positional_embeddings", False):
             problems.append("--add-token-positional-embeddings: CTranslate2 skips additive positions "
                             "in layers with rotary self-attention")
-        for option, default in (("rope_attention", "softmax"), ("rope_scaling", "none"), ("rope_random_positions", None)):
+        # (--rope-random-positions acts in training only: such a model decodes as any other)
+        for option, default in (("rope_attention", "softmax"), ("rope_scaling", "none")):
             value = getattr(args, option, default)
-            if value != default and not (option == "rope_random_positions" and not value):
+            if value != default:
                 problems.append(f"--{option.replace('_', '-')} {value}: not exported (only {default})")
     elif getattr(args, "no_token_positional_embeddings", False):
         problems.append("--no-token-positional-embeddings: a transformer without positions has no CTranslate2 spec")

@@ -58,8 +58,12 @@ def load_translator(
     backend: str = "fairseq",
     compute_type: str = "default",
     threads: int = 0,
+    model_overrides: Optional[dict] = None,
 ):
     """Loads ``model_dir/checkpoint_file`` with the dictionaries of ``data_bin``.
+
+    ``model_overrides``: model options replaced at load time, as fairseq-generate's
+    ``--model-overrides`` (e.g. ``{"rope_scaling": "linear", "rope_scaling_factor": 2.0}``).
 
     Subwords: ``bpe_codes`` (subword-nmt, with the Moses ``tokenizer``) or
     ``sentencepiece_model`` (then no tokenizer is used), or neither for pre-split input.
@@ -70,7 +74,8 @@ def load_translator(
     """
     if backend == "ctranslate2":
         given = [name for name, value in (("data_bin", data_bin), ("bpe_codes", bpe_codes),
-                                          ("sentencepiece_model", sentencepiece_model)) if value]
+                                          ("sentencepiece_model", sentencepiece_model),
+                                          ("model_overrides", model_overrides)) if value]
         if given:
             raise ValueError(f"backend='ctranslate2' takes the dictionaries and subword model from {model_dir}; "
                              f"leave out {', '.join(given)}")
@@ -88,7 +93,8 @@ def load_translator(
         _require(os.path.join(data_bin, f"dict.{lang}.txt"), f"dictionary for '{lang}' (wrong data_bin or language?)")
     if bpe_codes and sentencepiece_model:
         raise ValueError("give bpe_codes (subword-nmt) or sentencepiece_model, not both")
-    overrides = dict(source_lang=source_lang, target_lang=target_lang, max_len_a=max_len_a, max_len_b=max_len_b)
+    overrides = dict(model_overrides or {}, source_lang=source_lang, target_lang=target_lang,
+                     max_len_a=max_len_a, max_len_b=max_len_b)
     if bpe_codes:
         _require(bpe_codes, "BPE codes file")
         overrides.update(bpe="subword_nmt", bpe_codes=os.path.abspath(bpe_codes))

@@ -244,4 +244,3 @@ def test_length_options_are_recorded_and_overridable_at_generation(data, trained
     yarn = generate("--model-overrides", "{'rope_scaling': 'yarn', 'rope_scaling_factor': 2.0, "
                                          "'rope_original_max_positions': 12}")
     assert len(plain) == len(yarn) >= 20 and plain != yarn
-    assert generate("--model-overrides", "{'rope_scaling': 'none'}") == plain

@@ -20,7 +20,7 @@ TINY_MODEL = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --de
               "--decoder-attention-heads 2")
 
 
-KNOBS = """RAW_DIR DATA_BIN PREP_DIR TASK CPU_WORKERS RUN_NAME SAVE_DIR CHECKPOINT AVG_CHECKPOINT EVAL_DIR ARCH ARCHS NGPU NNODES
+KNOBS = """RAW_DIR DATA_BIN PREP_DIR TASK CPU_WORKERS MODEL_OVERRIDES RUN_NAME SAVE_DIR CHECKPOINT AVG_CHECKPOINT EVAL_DIR ARCH ARCHS NGPU NNODES
 NODE_RANK MASTER_ADDR MASTER_PORT LAUNCHER TOKENIZER BPE_MERGES BPE_VOCAB_THRESHOLD SPM_VOCAB_SIZE SPM_MODEL_TYPE
 SPM_INPUT_SENTENCES CLEAN_MIN CLEAN_MAX CLEAN_RATIO MAX_UPDATE LR WARMUP_INIT_LR WARMUP_UPDATES ADAM_BETAS DROPOUT
 LABEL_SMOOTHING WEIGHT_DECAY CLIP_NORM SEED TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU MAX_TOKENS UPDATE_FREQ PRECISION
@@ -378,3 +378,21 @@ def test_download_verifies_and_records_checksums(tmp_path):
     proc = step("download.sh", dict(env, SOURCES=bad), ok=False)
     assert (tmp_path / "work/download/training-parallel-nc-v9.tgz").read_bytes() == whole
     assert "checksum mismatch for" in proc.stderr and "wmt14-test-full.tgz" in proc.stderr
+
+
+def test_evaluate_with_model_overrides_retranslates_and_records_them(recipe):
+    """MODEL_OVERRIDES reaches fairseq-generate (--model-overrides), is recorded in result.json, and
+    translations made without it are not reused for it (nor the other way round)."""
+    env = dict(recipe["env"], ARCH="rope_transformer", RUN_NAME="rope_transformer", AVERAGE_LAST="2")
+    overrides = "{'rope_scaling': 'linear', 'rope_scaling_factor': 2.0}"
+    proc = step("evaluate.sh", dict(env, MODEL_OVERRIDES=overrides))
+    assert "translating test" in proc.stderr and "up to date" not in proc.stderr
+    result = json.loads((recipe["work"] / "eval" / "rope_transformer" / "result.json").read_text())
+    assert result["model_overrides"] == overrides
+    proc = step("evaluate.sh", dict(env, MODEL_OVERRIDES=overrides))
+    assert "translations up to date" in proc.stderr
+    proc = step("evaluate.sh", env)
+    assert "translating test" in proc.stderr
+    assert "model_overrides" not in json.loads((recipe["work"] / "eval" / "rope_transformer" / "result.json").read_text())
+    proc = step("evaluate.sh", dict(env, MODEL_OVERRIDES="rope_scaling=linear"), ok=False)
+    assert "MODEL_OVERRIDES must be a Python dict" in proc.stderr

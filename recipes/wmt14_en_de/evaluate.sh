@@ -11,6 +11,8 @@
 #                    translated by fairseq-rope-ct2-generate; CT2_QUANTIZATION float32 (or int8, int16,
 #                    float16, bfloat16, int8_float32, int8_float16, int8_bfloat16), CT2_DEVICE cpu
 #                    (cuda with a GPU), CT2_THREADS 0 (CTranslate2's choice), CT2_BATCH_SIZE 64
+#   MODEL_OVERRIDES  model options for translation, as fairseq-generate's --model-overrides, e.g.
+#                    "{'rope_scaling': 'linear', 'rope_scaling_factor': 2.0}" (BACKEND=fairseq only)
 #   EVAL_DIR         outputs (default: $WORK_DIR/eval/$RUN_NAME, with -ct2-$CT2_QUANTIZATION for
 #                    ctranslate2): generate.out, hyps.*, result.json
 set -euo pipefail
@@ -38,6 +40,11 @@ LENPEN=${LENPEN:-0.6}
 GEN_SUBSET=${GEN_SUBSET:-test}
 GEN_MAX_TOKENS=${GEN_MAX_TOKENS:-8000}
 PRECISION=${PRECISION:-auto}
+MODEL_OVERRIDES=${MODEL_OVERRIDES:-}
+[ -z "$MODEL_OVERRIDES" ] || [ "$BACKEND" = fairseq ] \
+  || die "MODEL_OVERRIDES is for BACKEND=fairseq: a CTranslate2 model is exported with its options fixed"
+[ -z "$MODEL_OVERRIDES" ] || [[ "$MODEL_OVERRIDES" =~ ^\{.*\}$ ]] \
+  || die "MODEL_OVERRIDES must be a Python dict, e.g. \"{'rope_scaling': 'linear', 'rope_scaling_factor': 2.0}\"; got '$MODEL_OVERRIDES'"
 need_int BEAM "$BEAM" 1
 need_num LENPEN "$LENPEN"
 need_int GEN_MAX_TOKENS "$GEN_MAX_TOKENS" 1
@@ -85,7 +92,8 @@ if [ "$BACKEND" = ctranslate2 ]; then
 else
   translated_by=$CHECKPOINT
 fi
-if [ -f "$GEN" ] && [ "$GEN" -nt "$translated_by" ]; then
+gen_settings="$translated_by beam=$BEAM lenpen=$LENPEN subset=$GEN_SUBSET overrides=$MODEL_OVERRIDES precision=$PRECISION"
+if [ -f "$GEN" ] && [ "$GEN" -nt "$translated_by" ] && [ "$(cat "$GEN.settings" 2>/dev/null)" = "$gen_settings" ]; then
   log "translations up to date: $GEN"
 elif [ "$BACKEND" = ctranslate2 ]; then
   log "translating $GEN_SUBSET with CTranslate2 ($CT2_DIR, $CT2_DEVICE, beam $BEAM, lenpen $LENPEN) -> $GEN"
@@ -104,12 +112,16 @@ except CheckpointError as error:
     sys.exit(f"[evaluate] {error}")
 PY
   log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $GEN"
+  overrides=()
+  [ -z "$MODEL_OVERRIDES" ] || overrides=(--model-overrides "$MODEL_OVERRIDES")
   run_to "$GEN" fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
     --gen-subset "$GEN_SUBSET" --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$remove_bpe" \
-    --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" "${device_args[@]}"
+    --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" "${device_args[@]}" "${overrides[@]}"
   tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 fi
+echo "$gen_settings" > "$GEN.settings.tmp" && mv -f "$GEN.settings.tmp" "$GEN.settings"
 backend_json="\"backend\": \"$BACKEND\""
+[ -z "$MODEL_OVERRIDES" ] || backend_json+=", \"model_overrides\": \"${MODEL_OVERRIDES//\"/\\\"}\""
 if [ "$BACKEND" = ctranslate2 ]; then
   compute_type=$(tail -n 1 "$GEN" | sed -n 's/.*compute type \([a-z0-9_]*\).*/\1/p')
   backend_json+=", \"ct2_dir\": \"$CT2_DIR\", \"ct2_quantization\": \"$CT2_QUANTIZATION\", \"ct2_compute_type\": \"$compute_type\", \"ct2_device\": \"$CT2_DEVICE\""
