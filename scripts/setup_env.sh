@@ -22,7 +22,7 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   echo "[setup] installing $TORCH_SPEC (first, so that no other torch build is pulled in)"
   pip install "$TORCH_SPEC"
 fi
-if ! (cd / && "$VENV/bin/python" -c "import fairseq_rope, pytest, matplotlib, ctranslate2") >/dev/null 2>&1; then
+if ! (cd / && "$VENV/bin/python" -c "import fairseq_rope, pytest, xdist, matplotlib, ctranslate2") >/dev/null 2>&1; then
   echo "[setup] installing fairseq-rope[$EXTRAS] and its dependencies (fairseq-fixed builds from source: ~5 min the first time)"
   pip install -e "$repo[$EXTRAS]"
 fi
