@@ -121,8 +121,9 @@ for pick in $choice; do
     "$WORK_DIR/eval_test/$model-${s/:/}"
   results+=(--result "$model+${s/:/x}=$WORK_DIR/eval_test/$model-${s/:/}/result.json")
 done
+cmp -s "$WORK_DIR/raw/test.$TGT" "$RANDOM_DIR/raw/test.$TGT" || die "the two study corpora have different test sets"
 cd "$REPO_ROOT"
-fairseq-rope-compare --src "$WORK_DIR/raw/test.$SRC" "${results[@]}" --buckets "$BUCKETS" \
+fairseq-rope-compare --src "$WORK_DIR/raw/test.$SRC" --ref "$WORK_DIR/raw/test.$TGT" "${results[@]}" --buckets "$BUCKETS" \
   --train-max-words "$MAX_TRAIN_WORDS" --title "Length generalisation: trained on sources of at most $MAX_TRAIN_WORDS words" \
   --note "Settings chosen on a validation set of seed $VALID_SEED (length_scaling_validation.md); test set of seed $TEST_SEED translated once per chosen setting." \
   --note "rope_random: trained with --rope-random-positions $RANDOM_POSITIONS; yarn's L = $longest tokens (longest training source + EOS)." \
