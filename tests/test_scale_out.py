@@ -180,7 +180,12 @@ def killed_and_resumed(prepared, uninterrupted):
 
 
 def updates_of_any(save):
-    """The update count of the newest loadable checkpoint (checkpoint_last.pt may be mid-copy)."""
+    """The update count of checkpoint_last.pt, or of the newest loadable numbered checkpoint where
+    checkpoint_last.pt was cut mid-copy (what train.sh resumes from)."""
+    try:
+        return updates_of(save / "checkpoint_last.pt")
+    except Exception:
+        pass
     counts = []
     for path in save.glob("checkpoint_*_*.pt"):
         try:
@@ -197,9 +202,14 @@ def test_training_killed_at_random_moment_resumes_to_uninterrupted_result(killed
     optimizer and the scheduler and re-seeds dropout every update, and the translation_resumable
     task builds every epoch's batches as the uninterrupted run did."""
     run = killed_and_resumed[seed]
-    assert 5 <= run["killed"] < 60
-    assert "resuming from" in run["stderr"]
-    assert f"(epoch 1 @ 0 updates)" not in run["stdout"]  # it did not start again
+    assert 5 <= run["killed"] <= 60
+    assert f"resuming from {run['save']}/checkpoint_last.pt ({run['killed']} updates)" in run["stderr"]
+    if run["killed"] == 60:  # killed after fairseq-train ended, before train.sh marked the run done
+        assert "checkpoint_last.pt already holds update 60: fairseq-train is not run again" in run["stderr"]
+    else:  # from where it was killed, not from scratch
+        loaded = re.search(r"Loaded checkpoint \S+checkpoint_last.pt \(epoch [0-9]+ @ ([0-9]+) updates\)",
+                           run["stdout"])
+        assert loaded and int(loaded.group(1)) == run["killed"]
     assert updates_of(run["save"] / "checkpoint_last.pt") == 60
     assert max_difference(model_of(run["save"] / "checkpoint_last.pt"), uninterrupted["model"]) == 0.0
 
@@ -222,6 +232,12 @@ def test_truncated_checkpoint_last_is_restored_from_newest_complete_checkpoint(p
     assert re.search(r"Loaded checkpoint \S+checkpoint_last.pt \(epoch [0-9]+ @ 55 updates\)", proc.stdout)
     assert (save / "checkpoint_last.pt.damaged").read_bytes() == data[: len(data) // 2]
     assert max_difference(model_of(last), uninterrupted["model"]) == 0.0
+    # finished but not marked done (killed between fairseq-train's end and train.sh's): fairseq-train
+    # would run one more update before checking --max-update, so train.sh does not start it
+    (save / ".done").unlink()
+    proc = step("train.sh", run["env"])
+    assert "checkpoint_last.pt already holds update 60: fairseq-train is not run again" in proc.stderr
+    assert updates_of(last) == 60 and (save / ".done").exists()
     # nothing complete left to resume from: the error names the file and what to do
     for path in save.glob("checkpoint_*.pt"):
         path.write_bytes(b"not a checkpoint")

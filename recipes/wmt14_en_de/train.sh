@@ -147,58 +147,70 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
 fi
 mkdir -p "$SAVE_DIR"
 rm -f "$SAVE_DIR/.done"
+trained=0  # the updates checkpoint_last.pt holds
 if [ -f "$SAVE_DIR/checkpoint_last.pt" ]; then
   # fairseq writes checkpoint_<epoch>_<update>.pt atomically but then *copies* it to
   # checkpoint_last.pt: a kill during that copy leaves a truncated checkpoint_last.pt, from which
   # fairseq-train cannot resume. The newest complete numbered checkpoint holds the same state.
-  restored=$("$PYTHON" - "$SAVE_DIR" <<'PY'
+  found=$("$PYTHON" - "$SAVE_DIR" <<'PY'
 import glob, os, re, shutil, sys
 from fairseq_rope.checkpoints import load_checkpoint
 save_dir = sys.argv[1]
 last = os.path.join(save_dir, "checkpoint_last.pt")
 
-def loads(path):
+def updates(path):
     try:
-        return load_checkpoint(path)["optimizer_history"][-1]["num_updates"] >= 0
+        return load_checkpoint(path)["optimizer_history"][-1]["num_updates"]
     except Exception as error:
         print(f"[train] cannot load {path}: {str(error).splitlines()[0]}", file=sys.stderr)
-        return False
+        return None
 
-if not loads(last):
+restored, trained = "-", updates(last)
+if trained is None:
     numbered = glob.glob(os.path.join(save_dir, "checkpoint_*_*.pt"))
     numbered.sort(key=lambda path: int(re.search(r"_([0-9]+)\.pt$", path).group(1)), reverse=True)
-    good = next((path for path in numbered if loads(path)), None)
-    if good is None:
+    restored = next((path for path in numbered if updates(path) is not None), None)
+    if restored is None:
         sys.exit(f"[train] error: {last} is damaged and {save_dir} holds no complete checkpoint_<epoch>_<update>.pt "
                  f"to resume from; move {last} away to train from scratch")
     os.replace(last, last + ".damaged")
-    shutil.copyfile(good, last + ".tmp")
+    shutil.copyfile(restored, last + ".tmp")
     os.replace(last + ".tmp", last)
-    print(good)
+    trained = updates(last)
+print(trained, restored)
 PY
   ) || die "cannot resume from $SAVE_DIR/checkpoint_last.pt (see above)"
-  if [ -n "$restored" ]; then
+  trained=${found%% *} restored=${found#* }
+  if [ "$restored" != - ]; then
     log "  $SAVE_DIR/checkpoint_last.pt was damaged (kept as checkpoint_last.pt.damaged): restored from $restored"
   fi
-  log "  resuming from $SAVE_DIR/checkpoint_last.pt"
+  [ "$trained" -le "$MAX_UPDATE" ] || die "$SAVE_DIR/checkpoint_last.pt holds $trained updates, more than \
+MAX_UPDATE=$MAX_UPDATE: raise MAX_UPDATE, or train in another SAVE_DIR"
+  log "  resuming from $SAVE_DIR/checkpoint_last.pt ($trained updates)"
 fi
-echo "# $(date '+%F %T') ${launch[*]} ${args[*]}" >> "$SAVE_DIR/train.log"
-if [ "$NGPU" -eq 0 ] && [ "$WORLD" -gt 1 ]; then
-  log "  $WORLD CPU processes: rank 0 logs to $SAVE_DIR/train.log, rank r to $SAVE_DIR/train.rank<r>.log"
-  pids=()
-  for ((rank = 1; rank < WORLD; rank++)); do
-    "${launch[@]}" "${args[@]}" --distributed-rank "$rank" >> "$SAVE_DIR/train.rank$rank.log" 2>&1 &
-    pids+=($!)
-  done
-  "${launch[@]}" "${args[@]}" --distributed-rank 0 > >(tee -a "$SAVE_DIR/train.log") 2>&1 &
-  pids+=($!)
-  trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT  # one rank failing must not leave the others waiting
-  for _ in "${pids[@]}"; do
-    wait -n || die "a training process failed (exit $?): see $SAVE_DIR/train.log and $SAVE_DIR/train.rank*.log"
-  done
-  trap - EXIT
+if [ "$trained" -eq "$MAX_UPDATE" ]; then
+  # fairseq-train would run one more update before it checks --max-update: the run ended and was
+  # stopped before it was marked done (e.g. killed then); only the steps below are left
+  log "  checkpoint_last.pt already holds update $MAX_UPDATE: fairseq-train is not run again"
 else
-  "${launch[@]}" "${args[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"
+  echo "# $(date '+%F %T') ${launch[*]} ${args[*]}" >> "$SAVE_DIR/train.log"
+  if [ "$NGPU" -eq 0 ] && [ "$WORLD" -gt 1 ]; then
+    log "  $WORLD CPU processes: rank 0 logs to $SAVE_DIR/train.log, rank r to $SAVE_DIR/train.rank<r>.log"
+    pids=()
+    for ((rank = 1; rank < WORLD; rank++)); do
+      "${launch[@]}" "${args[@]}" --distributed-rank "$rank" >> "$SAVE_DIR/train.rank$rank.log" 2>&1 &
+      pids+=($!)
+    done
+    "${launch[@]}" "${args[@]}" --distributed-rank 0 > >(tee -a "$SAVE_DIR/train.log") 2>&1 &
+    pids+=($!)
+    trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT  # one rank failing must not leave the others waiting
+    for _ in "${pids[@]}"; do
+      wait -n || die "a training process failed (exit $?): see $SAVE_DIR/train.log and $SAVE_DIR/train.rank*.log"
+    done
+    trap - EXIT
+  else
+    "${launch[@]}" "${args[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"
+  fi
 fi
 # fairseq writes no checkpoint_<epoch>_<update>.pt for an update that ends an epoch (only
 # checkpoint_last.pt, with --no-epoch-checkpoints): when the last update ends an epoch, name a
