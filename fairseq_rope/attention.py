@@ -156,15 +156,9 @@ class RotaryMultiheadAttention(MultiheadAttention):
         padding = self._full_padding_mask(saved.get("prev_key_padding_mask"), key_padding_mask, bsz, past, tgt_len, query.device)
 
         # eq. 34: q and k rotated by their positions past .. past+T-1, once; cached keys stay rotated
-        if self.positions is not None:  # random positions, training only: one sorted set per sentence
-            if incremental_state is not None:
-                raise ValueError("random positions are for training; incremental decoding uses the slot index")
-            positions = self.positions.t().unsqueeze(-1)  # T x B x 1, broadcast over heads
-            q, k, v = (p(query).view(tgt_len, bsz, self.num_heads, self.head_dim)
-                       for p in (self.q_proj, self.k_proj, self.v_proj))
-            q, k = self.rotary(q, positions), self.rotary(k, positions)
-        else:
-            q, k, v = self._project_and_rotate(query, past, fast=not plain, one_gemm=incremental_state is None)
+        if self.positions is not None and incremental_state is not None:
+            raise ValueError("random positions are for training; incremental decoding uses the slot index")
+        q, k, v = self._project_and_rotate(query, past, fast=not plain, one_gemm=incremental_state is None)
         q, k, v = (x.permute(1, 2, 0, 3) for x in (q, k, v))  # T x B x H x D -> B x H x T x D views
         if prev_key is not None:
             k = torch.cat([prev_key, k], dim=2)
@@ -215,7 +209,8 @@ class RotaryMultiheadAttention(MultiheadAttention):
 
     def _project_and_rotate(self, x: Tensor, past: int, fast: bool, one_gemm: bool):
         """q, k, v (T x B x H x D) of x (T x B x C), q and k rotated (eq. 34) by positions
-        past .. past+T-1, in the dtype the projections produce (float16/bfloat16 under autocast).
+        past .. past+T-1 (or by ``self.positions``, random positions in training), in the dtype the
+        projections produce (float16/bfloat16 under autocast).
 
         one_gemm (fast path, many tokens): one GEMM with the three weights stacked, then q and k
         rotated in one call. Otherwise three projections (decoding one token, the weights' copy
@@ -229,10 +224,17 @@ class RotaryMultiheadAttention(MultiheadAttention):
             bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
             # split/unbind, not indexing: their backward is one cat/stack, not zero-filled copies
             qk, v = F.linear(x, weight, bias).view(T, B, 3, H, D).split([2, 1], dim=2)
-            q, k = self.rotary.rotate(qk, past, fast=True).unbind(2)  # over q and k
+            q, k = self._rotate(qk, past, fast=True).unbind(2)  # over q and k
             return q, k, v.squeeze(2)
         q, k, v = (p(x).view(T, B, H, D) for p in projections)
-        return self.rotary.rotate(q, past, fast=fast), self.rotary.rotate(k, past, fast=fast), v
+        return self._rotate(q, past, fast=fast), self._rotate(k, past, fast=fast), v
+
+    def _rotate(self, x: Tensor, past: int, fast: bool) -> Tensor:
+        """x (T x B x ...) rotated by positions past .. past+T-1, or by ``self.positions`` (B x T,
+        random positions in training: one sorted set per sentence, broadcast over the rest)."""
+        if self.positions is None:
+            return self.rotary.rotate(x, past, fast=fast)
+        return self.rotary(x, self.positions.t().reshape(*x.shape[:2], *[1] * (x.dim() - 3)))
 
     # -- masks -----------------------------------------------------------------------
 

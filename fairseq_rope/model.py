@@ -30,7 +30,7 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, Trans
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 
 from .attention import ATTENTIONS, RotaryMultiheadAttention
-from .rotary import LAYOUTS, check_scaling
+from .rotary import LAYOUTS
 
 logger = logging.getLogger(__name__)
 
@@ -206,11 +206,6 @@ def validate_rope_args(args):
         raise ValueError(f"--rope-layout must be one of {', '.join(LAYOUTS)}; got {args.rope_layout!r}")
     if args.rope_attention not in ATTENTIONS:
         raise ValueError(f"--rope-attention must be one of {', '.join(ATTENTIONS)}; got {args.rope_attention!r}")
-    check_scaling(args.rope_scaling, args.rope_scaling_factor, args.rope_original_max_positions,
-                  args.rope_dim or 4)  # the head dim is checked below
-    if args.rope_attention == "linear" and args.rope_scaling == "yarn":
-        raise ValueError("--rope-scaling yarn scales the softmax's logits (its temperature); "
-                         "it does not apply to --rope-attention linear")
     if args.rope_random_positions < 0:
         raise ValueError(f"--rope-random-positions must be >= 0 (0: off); got {args.rope_random_positions}")
     if args.rope_random_positions and args.rope_attention == "linear":

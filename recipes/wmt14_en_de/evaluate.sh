@@ -102,8 +102,14 @@ elif [ "$BACKEND" = ctranslate2 ]; then
     --threads "$CT2_THREADS" --batch-size "$CT2_BATCH_SIZE"
   tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 else
-  # fairseq-generate's errors for a damaged checkpoint or other dictionaries name neither file
-  "$PYTHON" - "$CHECKPOINT" "$DATA_BIN" "$SRC" "$TGT" <<'PY' || die "cannot translate with $CHECKPOINT (see above)"
+  log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $GEN"
+  overrides=()
+  [ -z "$MODEL_OVERRIDES" ] || overrides=(--model-overrides "$MODEL_OVERRIDES")
+  if ! run_to "$GEN" fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
+      --gen-subset "$GEN_SUBSET" --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$remove_bpe" \
+      --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" "${device_args[@]}" "${overrides[@]}"; then
+    # fairseq's errors for a damaged checkpoint or other dictionaries name neither file: say which
+    "$PYTHON" - "$CHECKPOINT" "$DATA_BIN" "$SRC" "$TGT" <<'PY' || true
 import sys
 from fairseq_rope.checkpoints import CheckpointError, check_fits
 try:
@@ -111,12 +117,8 @@ try:
 except CheckpointError as error:
     sys.exit(f"[evaluate] {error}")
 PY
-  log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $GEN"
-  overrides=()
-  [ -z "$MODEL_OVERRIDES" ] || overrides=(--model-overrides "$MODEL_OVERRIDES")
-  run_to "$GEN" fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
-    --gen-subset "$GEN_SUBSET" --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$remove_bpe" \
-    --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" "${device_args[@]}" "${overrides[@]}"
+    die "cannot translate with $CHECKPOINT (see above)"
+  fi
   tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 fi
 echo "$gen_settings" > "$GEN.settings.tmp" && mv -f "$GEN.settings.tmp" "$GEN.settings"
