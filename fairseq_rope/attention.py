@@ -9,11 +9,12 @@ fairseq's own fast path hands the projections to ``F.multi_head_attention_forwar
 leaves no place to rotate q and k; here the projections are done in the open and q and k are
 rotated (eq. 34) in the dtype the projections give (float16/bfloat16 under autocast). Two paths,
 kept equal (outputs and gradients) by tests/test_speed_paths.py:
-  * fast (the default): one GEMM for q, k and v (the three weights stacked; three GEMMs while
-    decoding one token at a time), q and k rotated in one call (a complex product in float32),
-    attention by ``F.scaled_dot_product_attention`` with no mask where nothing is masked and
-    ``is_causal=True`` for fairseq's future mask on an unpadded batch, so that its Flash and
-    memory-efficient kernels stay eligible;
+  * fast (the default): one GEMM for q, k and v (the three weights are views of one tensor, see
+    ``flatten_in_proj``), q and k rotated in one call (a complex product in float32), attention by
+    ``F.scaled_dot_product_attention`` with no mask where nothing is masked and ``is_causal=True``
+    for fairseq's future mask on an unpadded batch, so that its Flash and memory-efficient
+    kernels stay eligible (on a CPU, one query, i.e. a decoding step, is two batched GEMMs, which
+    beat SDPA's CPU kernel there);
   * plain (``self.fast = False``, or whenever the caller asks for attention weights:
     ``need_weights``, ``before_softmax``): three projections, q then k rotated, and the score
     matrix formed explicitly.
@@ -64,6 +65,16 @@ def is_future_mask(attn_mask: Tensor, tgt_len: int, past: int) -> bool:
     if causal:
         base._rope_future_mask_version = base._version
     return causal
+
+
+def views_of(tensors, flat: Tensor) -> bool:
+    """Whether ``tensors`` lie one after the other in ``flat``, in its dtype (``flatten_in_proj``)."""
+    start, size = flat.data_ptr(), flat.element_size()
+    for t in tensors:
+        if t.data_ptr() != start or t.dtype != flat.dtype:
+            return False
+        start += t.numel() * size
+    return True
 
 
 class RotaryMultiheadAttention(MultiheadAttention):
@@ -125,6 +136,49 @@ class RotaryMultiheadAttention(MultiheadAttention):
         # B x T positions of each sentence's slots, set by the encoder/decoder for one training
         # forward with --rope-random-positions; None: the slot index (past .. past+T-1)
         self.positions: Optional[Tensor] = None
+        self.flatten_in_proj()
+
+    def flatten_in_proj(self):
+        """Makes the weights (and biases) of q_proj, k_proj and v_proj views of one 3C x C tensor
+        (one 3C vector), as nn.LSTM.flatten_parameters does, so that without gradients q, k and v
+        come from one GEMM without copying the weights first (decoding: once per token and layer).
+        Called after construction and after .to()/.half()/.cuda() (:meth:`_apply`). Whatever else
+        gives the parameters other storage (a deepcopy, FSDP, ``load_state_dict(assign=True)``)
+        only makes :meth:`_in_proj` concatenate them again; in-place updates (optimizer steps,
+        ``load_state_dict``) write into the shared tensor."""
+        self._flat_in_proj = []
+        for params in self._in_proj_params():
+            if params is None:
+                self._flat_in_proj.append(None)
+                continue
+            flat = torch.cat([p.data for p in params])
+            for p, view in zip(params, flat.split([len(p) for p in params])):
+                p.data = view
+            self._flat_in_proj.append(flat)
+
+    def _in_proj_params(self):
+        """[q, k, v weights], [q, k, v biases] (None without biases)."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        return [p.weight for p in projections], None if self.q_proj.bias is None else [p.bias for p in projections]
+
+    def _flat(self) -> bool:
+        """Whether the q, k and v parameters still are views of the tensors of :meth:`flatten_in_proj`."""
+        return all(params is None or views_of(params, flat)
+                   for params, flat in zip(self._in_proj_params(), self._flat_in_proj))
+
+    def _apply(self, fn, *args, **kwargs):
+        super()._apply(fn, *args, **kwargs)
+        if not self._flat():  # .half(), .to(device): each parameter got its own new tensor
+            self.flatten_in_proj()
+        return self
+
+    def _in_proj(self) -> Tuple[Tensor, Optional[Tensor]]:
+        """(weight, bias) of q, k and v stacked: the tensors the three are views of, when no
+        gradients are wanted and they still are; otherwise concatenated (autograd sees them)."""
+        if not torch.is_grad_enabled() and self._flat():
+            return self._flat_in_proj[0], self._flat_in_proj[1]
+        weights, biases = self._in_proj_params()
+        return torch.cat(weights), None if biases is None else torch.cat(biases)
 
     def forward(
         self,
@@ -158,7 +212,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
         # eq. 34: q and k rotated by their positions past .. past+T-1, once; cached keys stay rotated
         if self.positions is not None and incremental_state is not None:
             raise ValueError("random positions are for training; incremental decoding uses the slot index")
-        q, k, v = self._project_and_rotate(query, past, fast=not plain, one_gemm=incremental_state is None)
+        q, k, v = self._project_and_rotate(query, past, fast=not plain)
         q, k, v = (x.permute(1, 2, 0, 3) for x in (q, k, v))  # T x B x H x D -> B x H x T x D views
         if prev_key is not None:
             k = torch.cat([prev_key, k], dim=2)
@@ -167,7 +221,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
             saved["prev_key"], saved["prev_value"], saved["prev_key_padding_mask"] = k, v, padding
             self._set_input_buffer(incremental_state, saved)
 
-        if plain:
+        if plain or (tgt_len == 1 and query.device.type == "cpu"):  # one query: bmm beats SDPA's CPU kernel
             return self._explicit_attention(q, k, v, padding, attn_mask, before_softmax, need_weights, need_head_weights)
         mask, is_causal = self._sdpa_mask(padding, attn_mask, past, tgt_len, q.dtype)
         dropout_p = self.dropout_module.p if self.training or self.dropout_module.apply_during_inference else 0.0
@@ -207,21 +261,19 @@ class RotaryMultiheadAttention(MultiheadAttention):
 
     # -- projections -----------------------------------------------------------------
 
-    def _project_and_rotate(self, x: Tensor, past: int, fast: bool, one_gemm: bool):
+    def _project_and_rotate(self, x: Tensor, past: int, fast: bool):
         """q, k, v (T x B x H x D) of x (T x B x C), q and k rotated (eq. 34) by positions
         past .. past+T-1 (or by ``self.positions``, random positions in training), in the dtype the
         projections produce (float16/bfloat16 under autocast).
 
-        one_gemm (fast path, many tokens): one GEMM with the three weights stacked, then q and k
-        rotated in one call. Otherwise three projections (decoding one token, the weights' copy
-        would not pay off; or quant-noise hooks on q_proj/k_proj/v_proj, which the stacked GEMM
-        would bypass), q rotated, then k. fast: rotations as complex products where they apply."""
+        fast: one GEMM with the three weights stacked (:meth:`_in_proj`), then q and k rotated in
+        one call (as complex products where they apply). Otherwise, or with quant-noise hooks on q_proj/k_proj/v_proj (which the stacked
+        GEMM would bypass): three projections, q rotated, then k."""
         T, B, _ = x.shape
         H, D = self.num_heads, self.head_dim
         projections = (self.q_proj, self.k_proj, self.v_proj)
-        if fast and one_gemm and not any(p._forward_pre_hooks or p._forward_hooks for p in projections):
-            weight = torch.cat([p.weight for p in projections])
-            bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
+        if fast and not any(p._forward_pre_hooks or p._forward_hooks for p in projections):
+            weight, bias = self._in_proj()
             # split/unbind, not indexing: their backward is one cat/stack, not zero-filled copies
             qk, v = F.linear(x, weight, bias).view(T, B, 3, H, D).split([2, 1], dim=2)
             q, k = self._rotate(qk, past, fast=True).unbind(2)  # over q and k
@@ -267,22 +319,28 @@ class RotaryMultiheadAttention(MultiheadAttention):
         return attn_mask.masked_fill(padding[:, None, None, :], float("-inf")), False
 
     def _explicit_attention(self, q, k, v, padding, attn_mask, before_softmax, need_weights, need_head_weights):
-        """softmax(q k^T / sqrt(d)) v written out, for callers that want the weights."""
+        """softmax(q k^T / sqrt(d)) v written out (as fairseq's MultiheadAttention: batched GEMMs
+        over B*H), for callers that want the weights, and for one query on a CPU."""
         bsz, H, tgt_len, D = q.shape
         src_len = k.size(2)
-        scores = torch.matmul(q * self.scaling, k.transpose(2, 3))
-        if attn_mask is not None:
-            if attn_mask.dtype == torch.bool:
-                scores = scores.masked_fill(attn_mask, float("-inf"))
-            else:
-                scores = scores + attn_mask.to(scores.dtype)
-        if padding is not None:
-            scores = scores.masked_fill(padding[:, None, None, :], float("-inf"))
+        k, v = k.reshape(bsz * H, src_len, D), v.reshape(bsz * H, src_len, D)
+        scores = torch.bmm((q * self.scaling).reshape(bsz * H, tgt_len, D), k.transpose(1, 2))
+        if attn_mask is not None or padding is not None:
+            scores = scores.view(bsz, H, tgt_len, src_len)
+            if attn_mask is not None:
+                if attn_mask.dtype == torch.bool:
+                    scores = scores.masked_fill(attn_mask, float("-inf"))
+                else:
+                    scores = scores + attn_mask.to(scores.dtype)
+            if padding is not None:
+                scores = scores.masked_fill(padding[:, None, None, :], float("-inf"))
+            scores = scores.view(bsz * H, tgt_len, src_len)
         if before_softmax:  # fairseq's shapes: (B*H) x T x S and (B*H) x S x D
-            return scores.reshape(bsz * H, tgt_len, src_len), v.reshape(bsz * H, src_len, D)
+            return scores, v
         weights = F.softmax(scores, dim=-1, dtype=torch.float32).type_as(scores)
-        attn = torch.matmul(self.dropout_module(weights), v)
+        attn = torch.bmm(self.dropout_module(weights), v).view(bsz, H, tgt_len, D)
         if need_weights:
+            weights = weights.view(bsz, H, tgt_len, src_len)
             weights = weights.transpose(0, 1) if need_head_weights else weights.mean(dim=1)
         return self._merge_heads(attn), weights if need_weights else None
 

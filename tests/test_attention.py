@@ -95,7 +95,8 @@ def test_half_precision_model_rotates_in_its_dtype(sdpa_calls):
 def test_sdpa_gets_no_mask_where_nothing_is_padded(dict_dir, build, sdpa_calls):
     """Through the whole model: an unpadded batch reaches SDPA with attn_mask None in the encoder and
     is_causal=True (no mask tensor) in the decoder, so that the Flash and memory-efficient kernels
-    are eligible; padding gets one explicit mask; a decoding step gets no mask."""
+    are eligible; padding gets one explicit mask; a decoding step gets no mask (on a GPU; on a CPU
+    a step's single query goes to two batched GEMMs instead, see test_speed_paths)."""
     model, task = build(dict_dir, "rope_transformer")
     src, lengths = random_tokens(task, [7, 7], seed=1)
     prev, _ = random_tokens(task, [5, 5], seed=2, left_pad=False)
@@ -125,7 +126,9 @@ def test_sdpa_gets_no_mask_where_nothing_is_padded(dict_dir, build, sdpa_calls):
         state = {}
         for t in range(3):
             model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
-    assert [(c["attn_mask"], c["is_causal"]) for c in sdpa_calls] == [(None, False)] * (2 + 3 * 2)
+    assert [(c["attn_mask"], c["is_causal"]) for c in sdpa_calls] == [(None, False)] * 2  # the encoder only
+    attn = model.decoder.layers[0].self_attn
+    assert attn._sdpa_mask(None, None, 2, 1, torch.float32) == (None, False)  # what a GPU step gets
 
 
 def test_future_mask_recognised_only_when_it_is_one():

@@ -2,9 +2,9 @@
 
 The plain path (``attn.fast = False``, or any call asking for attention weights) is the
 reference: three projections, eq. 34 written out for q then k, softmax(q k^T / sqrt(d)) v
-written out. The fast path: one GEMM for q/k/v (separate projections while decoding one token
-at a time), q and k rotated in one call (as a complex product where it applies),
-scaled_dot_product_attention.
+written out. The fast path: one GEMM for q/k/v (without gradients straight from the tensor the
+three weights are views of), q and k rotated in one call (as a complex product where it
+applies), scaled_dot_product_attention (batched GEMMs for one query on a CPU).
 """
 
 import pytest
@@ -79,20 +79,74 @@ def test_fast_attention_equals_plain(layout, rope_dim, case):
 
 
 def test_fast_path_fuses_projections_and_rotates_q_and_k_in_one_call(monkeypatch):
-    """The fast path really is taken: one GEMM for q/k/v and one rotation call for q and k over
-    a whole sequence; separate projections (no weight copy) for a single decoding step."""
+    """The fast path really is taken: one GEMM for q/k/v and one rotation call for q and k, over a
+    whole sequence and for a single decoding step; without gradients the GEMM reads the weights
+    where they are (no copy), with gradients it concatenates them."""
     attn = attention().eval()
-    calls = {"linear": 0, "rotate": []}
+    calls = {"linear": [], "rotate": []}
     linear, rotate = F.linear, attn.rotary.rotate
-    monkeypatch.setattr(F, "linear", lambda *a, **k: calls.__setitem__("linear", calls["linear"] + 1) or linear(*a, **k))
+    monkeypatch.setattr(F, "linear", lambda x, w, *a, **k: calls["linear"].append(w) or linear(x, w, *a, **k))
     monkeypatch.setattr(attn.rotary, "rotate", lambda x, *a, **k: calls["rotate"].append(tuple(x.shape)) or rotate(x, *a, **k))
     x = torch.randn(T, B, C)
     attn(x, x, x, attn_mask=masks()["causal"][0], need_weights=False)
-    assert calls == {"linear": 2, "rotate": [(T, B, 2, H, C // H)]}  # q/k/v in one, out_proj
-    calls.update(linear=0, rotate=[])
-    step = x[:1]
-    attn(step, step, step, incremental_state={}, need_weights=False)
-    assert calls == {"linear": 4, "rotate": [(1, B, H, C // H)] * 2}
+    assert [tuple(w.shape) for w in calls["linear"]] == [(3 * C, C), (C, C)]  # q/k/v in one, out_proj
+    assert calls["linear"][0].requires_grad and calls["rotate"] == [(T, B, 2, H, C // H)]
+    for grad in (True, False):
+        calls.update(linear=[], rotate=[])
+        step = x[:1]
+        with torch.set_grad_enabled(grad):
+            attn(step, step, step, incremental_state={}, need_weights=False)
+        weight = calls["linear"][0]
+        assert tuple(weight.shape) == (3 * C, C) and calls["rotate"] == [(1, B, 2, H, C // H)]
+        assert (weight.data_ptr() == attn.q_proj.weight.data_ptr()) is not grad  # no copy without gradients
+
+
+def test_projection_weights_stay_one_tensor_through_casts_loads_and_updates():
+    """flatten_in_proj: q/k/v weights and biases are views of one tensor after construction and
+    after .double()/.float(); a load_state_dict or an in-place update (optimizer step) writes into
+    it, so the stacked GEMM sees the new values; a parameter given other storage (deepcopy,
+    assign=True) is concatenated again. In every case the no-grad output equals a fresh module's
+    with the same weights computed with gradients on (the concatenating path)."""
+    import copy
+
+    def flat(attn):
+        return attn._flat() and attn.q_proj.weight.data_ptr() == attn._flat_in_proj[0].data_ptr()
+
+    def check(attn):
+        x = torch.randn(T, B, C, dtype=attn.q_proj.weight.dtype, generator=torch.Generator().manual_seed(5))
+        with torch.no_grad():
+            fast = attn(x, x, x, need_weights=False)[0]
+        reference = attn(x, x, x, need_weights=False)[0].detach()  # gradients on: concatenated weights
+        torch.testing.assert_close(fast, reference, rtol=0, atol=0)
+        return fast
+
+    attn = attention().eval()
+    assert flat(attn)
+    before = check(attn)
+    attn.double()
+    assert flat(attn) and attn._flat_in_proj[0].dtype == torch.float64
+    check(attn)
+    attn.float()
+    assert flat(attn)
+    other = attention().eval()
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(0.5)
+    attn.load_state_dict(other.state_dict())
+    assert flat(attn)
+    loaded = check(attn)
+    assert not torch.allclose(loaded, before)
+    with torch.no_grad():
+        attn.k_proj.weight.mul_(-1)  # an in-place update of one projection
+    assert not torch.allclose(check(attn), loaded)
+    copied = copy.deepcopy(attn)
+    assert not flat(copied)
+    with torch.no_grad():
+        copied.v_proj.bias.add_(1)  # the copy's own parameters, not its copy of the flat tensors
+    assert not torch.allclose(check(copied), check(attn))
+    attn.load_state_dict(attention().state_dict(), assign=True)
+    assert not flat(attn)
+    torch.testing.assert_close(check(attn), before, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
