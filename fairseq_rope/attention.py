@@ -267,8 +267,9 @@ class RotaryMultiheadAttention(MultiheadAttention):
         projections produce (float16/bfloat16 under autocast).
 
         fast: one GEMM with the three weights stacked (:meth:`_in_proj`), then q and k rotated in
-        one call (as complex products where they apply). Otherwise, or with quant-noise hooks on q_proj/k_proj/v_proj (which the stacked
-        GEMM would bypass): three projections, q rotated, then k."""
+        one call (as complex products where they apply). Otherwise, or with quant-noise hooks on
+        q_proj/k_proj/v_proj (which the stacked GEMM would bypass): three projections, q rotated,
+        then k."""
         T, B, _ = x.shape
         H, D = self.num_heads, self.head_dim
         projections = (self.q_proj, self.k_proj, self.v_proj)
