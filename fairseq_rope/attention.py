@@ -147,7 +147,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
         only makes :meth:`_in_proj` concatenate them again; in-place updates (optimizer steps,
         ``load_state_dict``) write into the shared tensor."""
         self._flat_in_proj = []
-        for params in self._in_proj_params():
+        for params in self._in_proj_params()[:2]:
             if params is None:
                 self._flat_in_proj.append(None)
                 continue
@@ -157,14 +157,22 @@ class RotaryMultiheadAttention(MultiheadAttention):
             self._flat_in_proj.append(flat)
 
     def _in_proj_params(self):
-        """[q, k, v weights], [q, k, v biases] (None without biases)."""
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        return [p.weight for p in projections], None if self.q_proj.bias is None else [p.bias for p in projections]
+        """[q, k, v weights], [q, k, v biases] (None without biases), and whether any of the three
+        projections has forward hooks (quant noise). Read from the modules' dictionaries: this runs
+        for every decoding step and layer, where nn.Module's attribute lookup would cost more than
+        the rest of the check."""
+        projections = [self._modules[name] for name in ("q_proj", "k_proj", "v_proj")]
+        weights = [p._parameters["weight"] for p in projections]
+        biases = [p._parameters["bias"] for p in projections]
+        hooked = any(p._forward_pre_hooks or p._forward_hooks for p in projections)
+        return weights, None if biases[0] is None else biases, hooked
 
-    def _flat(self) -> bool:
-        """Whether the q, k and v parameters still are views of the tensors of :meth:`flatten_in_proj`."""
-        return all(params is None or views_of(params, flat)
-                   for params, flat in zip(self._in_proj_params(), self._flat_in_proj))
+    def _flat(self, params=None) -> bool:
+        """Whether the q, k and v parameters (``params``: :meth:`_in_proj_params`) still are views of
+        the tensors of :meth:`flatten_in_proj`."""
+        weights, biases, _ = params or self._in_proj_params()
+        flat_weight, flat_bias = self._flat_in_proj
+        return views_of(weights, flat_weight) and (biases is None or views_of(biases, flat_bias))
 
     def _apply(self, fn, *args, **kwargs):
         super()._apply(fn, *args, **kwargs)
@@ -172,12 +180,15 @@ class RotaryMultiheadAttention(MultiheadAttention):
             self.flatten_in_proj()
         return self
 
-    def _in_proj(self) -> Tuple[Tensor, Optional[Tensor]]:
+    def _in_proj(self) -> Optional[Tuple[Tensor, Optional[Tensor]]]:
         """(weight, bias) of q, k and v stacked: the tensors the three are views of, when no
-        gradients are wanted and they still are; otherwise concatenated (autograd sees them)."""
-        if not torch.is_grad_enabled() and self._flat():
+        gradients are wanted and they still are; otherwise concatenated (autograd sees them).
+        None when a projection has forward hooks, which one stacked GEMM would bypass."""
+        params = weights, biases, hooked = self._in_proj_params()
+        if hooked:
+            return None
+        if not torch.is_grad_enabled() and self._flat(params):
             return self._flat_in_proj[0], self._flat_in_proj[1]
-        weights, biases = self._in_proj_params()
         return torch.cat(weights), None if biases is None else torch.cat(biases)
 
     def forward(
@@ -212,8 +223,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
         # eq. 34: q and k rotated by their positions past .. past+T-1, once; cached keys stay rotated
         if self.positions is not None and incremental_state is not None:
             raise ValueError("random positions are for training; incremental decoding uses the slot index")
-        q, k, v = self._project_and_rotate(query, past, fast=not plain)
-        q, k, v = (x.permute(1, 2, 0, 3) for x in (q, k, v))  # T x B x H x D -> B x H x T x D views
+        q, k, v = self._project_and_rotate(query, past, fast=not plain)  # B x H x T x D each
         if prev_key is not None:
             k = torch.cat([prev_key, k], dim=2)
             v = torch.cat([prev_value, v], dim=2)
@@ -262,32 +272,32 @@ class RotaryMultiheadAttention(MultiheadAttention):
     # -- projections -----------------------------------------------------------------
 
     def _project_and_rotate(self, x: Tensor, past: int, fast: bool):
-        """q, k, v (T x B x H x D) of x (T x B x C), q and k rotated (eq. 34) by positions
+        """q, k, v (B x H x T x D) of x (T x B x C), q and k rotated (eq. 34) by positions
         past .. past+T-1 (or by ``self.positions``, random positions in training), in the dtype the
         projections produce (float16/bfloat16 under autocast).
 
-        fast: one GEMM with the three weights stacked (:meth:`_in_proj`), then q and k rotated in
-        one call (as complex products where they apply). Otherwise, or with quant-noise hooks on
+        fast: one GEMM with the three weights stacked (:meth:`_in_proj`), then one rotation call
+        (:meth:`RotaryEmbedding.rotate_qkv`). Otherwise, or with quant-noise hooks on
         q_proj/k_proj/v_proj (which the stacked GEMM would bypass): three projections, q rotated,
         then k."""
         T, B, _ = x.shape
         H, D = self.num_heads, self.head_dim
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        if fast and not any(p._forward_pre_hooks or p._forward_hooks for p in projections):
-            weight, bias = self._in_proj()
-            # split/unbind, not indexing: their backward is one cat/stack, not zero-filled copies
-            qk, v = F.linear(x, weight, bias).view(T, B, 3, H, D).split([2, 1], dim=2)
-            q, k = self._rotate(qk, past, fast=True).unbind(2)  # over q and k
-            return q, k, v.squeeze(2)
-        q, k, v = (p(x).view(T, B, H, D) for p in projections)
+        stacked = self._in_proj() if fast else None
+        if stacked is not None:
+            qkv = F.linear(x, *stacked).view(T, B, 3, H, D).permute(2, 1, 3, 0, 4)  # 3 x B x H x T x D
+            if self.positions is None:
+                return self.rotary.rotate_qkv(qkv, past, fast=True)
+            q, k, v = qkv.unbind(0)
+        else:
+            q, k, v = (p(x).view(T, B, H, D).permute(1, 2, 0, 3) for p in (self.q_proj, self.k_proj, self.v_proj))
         return self._rotate(q, past, fast=fast), self._rotate(k, past, fast=fast), v
 
     def _rotate(self, x: Tensor, past: int, fast: bool) -> Tensor:
-        """x (T x B x ...) rotated by positions past .. past+T-1, or by ``self.positions`` (B x T,
-        random positions in training: one sorted set per sentence, broadcast over the rest)."""
+        """x (B x H x T x D) rotated by positions past .. past+T-1, or by ``self.positions`` (B x T,
+        random positions in training: one sorted set per sentence)."""
         if self.positions is None:
             return self.rotary.rotate(x, past, fast=fast)
-        return self.rotary(x, self.positions.t().reshape(*x.shape[:2], *[1] * (x.dim() - 3)))
+        return self.rotary(x, self.positions[:, None, :])
 
     # -- masks -----------------------------------------------------------------------
 
@@ -338,8 +348,11 @@ class RotaryMultiheadAttention(MultiheadAttention):
             scores = scores.view(bsz * H, tgt_len, src_len)
         if before_softmax:  # fairseq's shapes: (B*H) x T x S and (B*H) x S x D
             return scores, v
-        weights = F.softmax(scores, dim=-1, dtype=torch.float32).type_as(scores)
-        attn = torch.bmm(self.dropout_module(weights), v).view(bsz, H, tgt_len, D)
+        weights = F.softmax(scores, dim=-1, dtype=torch.float32)
+        if weights.dtype != scores.dtype:
+            weights = weights.to(scores.dtype)
+        probs = self.dropout_module(weights) if self.training or self.dropout_module.apply_during_inference else weights
+        attn = torch.bmm(probs, v).view(bsz, H, tgt_len, D)
         if need_weights:
             weights = weights.view(bsz, H, tgt_len, src_len)
             weights = weights.transpose(0, 1) if need_head_weights else weights.mean(dim=1)

@@ -75,8 +75,8 @@ def rope_linear_attention(
         if padding is not None:
             padded = padding.t()[:, :, None, None]  # T x B x 1 x 1
             phi_k, v = phi_k.masked_fill(padded, 0.0), v.masked_fill(padded, 0.0)
+        phi_q, phi_k, v = (x.permute(1, 2, 0, 3) for x in (phi_q, phi_k, v))  # B x H x T x d
         rot_q, rot_k = rotary.rotate(phi_q, past, fast=True), rotary.rotate(phi_k, past, fast=True)
-        phi_q, phi_k, rot_q, rot_k, v = (x.permute(1, 2, 0, 3) for x in (phi_q, phi_k, rot_q, rot_k, v))
         if causal:
             out, new_state = _causal(phi_q, phi_k, rot_q, rot_k, v, state, min(chunk, q.size(0)))
         else:

@@ -25,6 +25,8 @@ Two implementations of the same rotation: :func:`apply_rotary` is eq. 34 (any la
 :func:`apply_rotary_complex` is eq. 34 as one complex product x * e^{i m theta} over adjacent
 pairs (interleaved layout, float32 only: there is no complex bfloat16), one kernel forward and one
 backward, the fastest form on CPUs. The tests check that both agree, values and gradients.
+:meth:`RotaryEmbedding.rotate_qkv` takes q, k and v stacked, as the attention's one projection
+gives them, and in the complex form rotates all three in one product (v by 1).
 
 Angles m*theta_i are computed in float64 from integer positions, whatever the dtype of the
 model (a float16 m*theta is off by whole radians at long positions), then cast once to the
@@ -78,6 +80,7 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos_cached", torch.empty(0, dim), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0, dim), persistent=False)
         self.register_buffer("rotation_cached", torch.empty(0, dim // 2, 2), persistent=False)
+        self._qkv_rotation = None  # rotate_qkv's table, made from rotation_cached when needed
 
     def extra_repr(self):
         scaling = "" if self.scaling == "none" else f", scaling={self.scaling}, factor={self.factor:g}" + (
@@ -120,12 +123,14 @@ class RotaryEmbedding(nn.Module):
             cos, sin = torch.cat((cos, cos), -1), torch.cat((-sin, sin), -1)
         self.cos_cached = cos.to(device=device, dtype=dtype)
         self.sin_cached = sin.to(device=device, dtype=dtype)
+        self._qkv_rotation = None
 
     def _apply(self, fn, *args, **kwargs):
         """After .half()/.float()/.to(dtype) the cache is emptied and regrown from float64 angles,
         so that float32 after float16 has float32 accuracy again."""
         dtype = self.cos_cached.dtype
         super()._apply(fn, *args, **kwargs)
+        self._qkv_rotation = None
         if self.cos_cached.dtype != dtype:
             self.cos_cached, self.sin_cached, self.rotation_cached = (
                 t[:0] for t in (self.cos_cached, self.sin_cached, self.rotation_cached))
@@ -138,15 +143,33 @@ class RotaryEmbedding(nn.Module):
         return self.cos_cached[start:end].to(dtype), self.sin_cached[start:end].to(dtype)
 
     def rotate(self, x: torch.Tensor, start: int = 0, fast: bool = False) -> torch.Tensor:
-        """Rotates ``x`` (T x ... x C, time first as in fairseq) at positions start .. start+T-1, in
-        x's dtype; ``fast``: as one complex product where :func:`apply_rotary_complex` applies."""
-        T = x.size(0)
+        """Rotates ``x`` (... x T x C, positions along the second-last axis as in B x H x T x D) at
+        positions start .. start+T-1, in x's dtype: the T x C rows of the cache broadcast over the
+        leading axes. ``fast``: as one complex product where :func:`apply_rotary_complex` applies."""
+        end = start + x.size(-2)
+        self._grow(end)
         if fast and complex_applies(x, self):
-            self._grow(start + T)
-            rotation = torch.view_as_complex(self.rotation_cached[start : start + T])
-            return apply_rotary_complex(x, rotation.view(T, *[1] * (x.dim() - 2), -1))
-        cos, sin = (rows.view(T, *[1] * (x.dim() - 2), -1) for rows in self.cos_sin(start, start + T, x.dtype))
+            return apply_rotary_complex(x, torch.view_as_complex(self.rotation_cached[start:end]))
+        cos, sin = self.cos_sin(start, end, x.dtype)
         return apply_rotary(x, cos, sin, self.layout)
+
+    def rotate_qkv(self, qkv: torch.Tensor, start: int = 0, fast: bool = False):
+        """q, k, v of ``qkv`` (3 x B x H x T x C, stacked as one projection gives them), q and k rotated
+        as by :meth:`rotate`, v unchanged. ``fast`` where the complex form applies: one complex product
+        of all three with (e^{i m theta}, e^{i m theta}, 1) (v times 1 is v, exactly), which costs fewer
+        operations than separating v first; in a decoding step, per-operation overhead is most of the
+        rotation's cost. Otherwise q and k are rotated in one call."""
+        end = start + qkv.size(-2)
+        if fast and complex_applies(qkv, self):
+            table = self._qkv_rotation  # 3 x 1 x 1 x L x C/2
+            if table is None or table.size(3) < end:
+                self._grow(end)
+                e = torch.view_as_complex(self.rotation_cached)
+                table = self._qkv_rotation = torch.stack((e, e, torch.ones_like(e)))[:, None, None]
+            return apply_rotary_complex(qkv, table[:, :, :, start:end]).unbind(0)
+        qk, v = qkv.split([2, 1])  # split, not indexing: its backward is one cat, not zero-filled copies
+        q, k = self.rotate(qk, start, fast).unbind(0)
+        return q, k, v.squeeze(0)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rotates ``x`` (..., T, C) by integer ``positions`` broadcastable to x[..., 0] (eq. 34)."""

@@ -377,8 +377,8 @@ def measure_memory(argv, args):
 # -- the rotation alone ---------------------------------------------------------------
 
 def rotation_microbench(rope, batches, args, repeats=20):
-    """q and k of the largest training source batch (T x B x 2 x H x D, as the fused projection
-    gives them), rotated as the encoder's first attention does (fast: one call for both, a complex
+    """q and k of the largest training source batch (2 x B x H x T x D, the view of the fused
+    projection's T x B x 3 x H x D output that the attention rotates), rotated as the encoder's first attention does (fast: one call for both, a complex
     product where it applies; plain: eq. 34, x * cos + swap(x) * sin), against adding fairseq's
     sinusoidal positions to the same q and k. Rotations and sinusoids are looked up inside the timing."""
     attn = rope.model.encoder.layers[0].self_attn
@@ -389,14 +389,14 @@ def rotation_microbench(rope, batches, args, repeats=20):
     pad = rope.task.source_dictionary.pad()
     sinusoidal = SinusoidalPositionalEmbedding(H * D, pad, init_size=T + pad + 1).to(args.device)
     g = torch.Generator(device=args.device).manual_seed(0)
-    qk = torch.randn(T, B, 2, H, D, generator=g, device=args.device, dtype=dtype, requires_grad=True)
-    grad = torch.randn(qk.shape, generator=g, device=args.device, dtype=dtype)
+    projected = torch.randn(T, B, 2, H, D, generator=g, device=args.device, dtype=dtype, requires_grad=True)
+    grad = torch.randn(2, B, H, T, D, generator=g, device=args.device, dtype=dtype)
 
     def rotary(fast):
-        return attn.rotary.rotate(qk, 0, fast=fast)
+        return attn.rotary.rotate(projected.permute(2, 1, 3, 0, 4), 0, fast=fast)
 
     def additive():
-        return qk + sinusoidal(tokens).to(dtype).transpose(0, 1).view(T, B, 1, H, D)
+        return projected.permute(2, 1, 3, 0, 4) + sinusoidal(tokens).to(dtype).view(B, T, H, D).transpose(1, 2)
 
     results = {"shape_BHTD": [B, H, T, D]}
     for name, fn in (("rotary", lambda: rotary(True)), ("rotary_plain", lambda: rotary(False)), ("additive", additive)):

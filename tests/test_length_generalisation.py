@@ -114,11 +114,11 @@ def test_random_positions_only_in_training(dict_dir, build):
     with torch.no_grad():
         first, second = model(src, lengths, prev)[0], model(src, lengths, prev)[0]
     assert not torch.allclose(first, second)
-    # per forward: every call of the 2 encoder layers (T_src x B x 1...) with one set; the decoder's another
-    encoder_positions = [p.reshape(p.shape[:2]) for p in seen[: len(seen) // 2] if p.shape[0] == src.size(1)]
+    # per forward: every call of the 2 encoder layers (B x 1 x T_src) with one set; the decoder's another
+    encoder_positions = [p.reshape(p.size(0), -1) for p in seen[: len(seen) // 2] if p.size(-1) == src.size(1)]
     assert len(encoder_positions) >= 2
     assert all(torch.equal(p, encoder_positions[0]) for p in encoder_positions)
-    positions = encoder_positions[0].t()  # B x T
+    positions = encoder_positions[0]  # B x T
     assert positions.shape == src.shape and positions.max() < 64
     assert (positions[:, 1:] > positions[:, :-1]).all()  # distinct and sorted: order is kept
     assert not torch.equal(positions, torch.arange(src.size(1)).expand_as(positions))

@@ -3,7 +3,7 @@
 The plain path (``attn.fast = False``, or any call asking for attention weights) is the
 reference: three projections, eq. 34 written out for q then k, softmax(q k^T / sqrt(d)) v
 written out. The fast path: one GEMM for q/k/v (without gradients straight from the tensor the
-three weights are views of), q and k rotated in one call (as a complex product where it
+three weights are views of), q and k rotated in one call (a complex product of q, k and v where it
 applies), scaled_dot_product_attention (batched GEMMs for one query on a CPU).
 """
 
@@ -79,25 +79,25 @@ def test_fast_attention_equals_plain(layout, rope_dim, case):
 
 
 def test_fast_path_fuses_projections_and_rotates_q_and_k_in_one_call(monkeypatch):
-    """The fast path really is taken: one GEMM for q/k/v and one rotation call for q and k, over a
+    """The fast path really is taken: one GEMM for q/k/v and one rotation call for the three, over a
     whole sequence and for a single decoding step; without gradients the GEMM reads the weights
     where they are (no copy), with gradients it concatenates them."""
     attn = attention().eval()
     calls = {"linear": [], "rotate": []}
-    linear, rotate = F.linear, attn.rotary.rotate
+    linear, rotate = F.linear, attn.rotary.rotate_qkv
     monkeypatch.setattr(F, "linear", lambda x, w, *a, **k: calls["linear"].append(w) or linear(x, w, *a, **k))
-    monkeypatch.setattr(attn.rotary, "rotate", lambda x, *a, **k: calls["rotate"].append(tuple(x.shape)) or rotate(x, *a, **k))
+    monkeypatch.setattr(attn.rotary, "rotate_qkv", lambda x, *a, **k: calls["rotate"].append(tuple(x.shape)) or rotate(x, *a, **k))
     x = torch.randn(T, B, C)
     attn(x, x, x, attn_mask=masks()["causal"][0], need_weights=False)
     assert [tuple(w.shape) for w in calls["linear"]] == [(3 * C, C), (C, C)]  # q/k/v in one, out_proj
-    assert calls["linear"][0].requires_grad and calls["rotate"] == [(T, B, 2, H, C // H)]
+    assert calls["linear"][0].requires_grad and calls["rotate"] == [(3, B, H, T, C // H)]
     for grad in (True, False):
         calls.update(linear=[], rotate=[])
         step = x[:1]
         with torch.set_grad_enabled(grad):
             attn(step, step, step, incremental_state={}, need_weights=False)
         weight = calls["linear"][0]
-        assert tuple(weight.shape) == (3 * C, C) and calls["rotate"] == [(1, B, 2, H, C // H)]
+        assert tuple(weight.shape) == (3 * C, C) and calls["rotate"] == [(3, B, H, 1, C // H)]
         assert (weight.data_ptr() == attn.q_proj.weight.data_ptr()) is not grad  # no copy without gradients
 
 
@@ -200,10 +200,57 @@ def test_complex_rotation_equals_eq34(shape):
         torch.testing.assert_close(fast, plain, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("rotary,dtype", [(RotaryEmbedding(8), torch.float32), (RotaryEmbedding(8), torch.float64),
+                                          (RotaryEmbedding(8, layout="half"), torch.float32),
+                                          (RotaryEmbedding(4), torch.float32)])
+def test_rotate_qkv_rotates_q_and_k_and_leaves_v_exactly(rotary, dtype):
+    """rotate_qkv on a stacked projection (3 x B x H x T x C, a view of T x B x 3 x H x C): q and k
+    as rotate() gives them, v bit for bit, values and gradients; in float32 with the interleaved
+    layout (one complex product of all three, v times 1), and where it falls back (float64, the
+    half layout, a partial rotation). At positions past the first table (64), so that it is remade."""
+    g = torch.Generator().manual_seed(5)
+    projected = torch.randn(6, 2, 3, 4, 8, generator=g, dtype=dtype)
+    grad = torch.randn(3, 2, 4, 6, 8, generator=g, dtype=dtype)
+    for start in (3, 90):
+        results = []
+        for stacked in (True, False):
+            x = projected.clone().requires_grad_(True)
+            qkv = x.permute(2, 1, 3, 0, 4)
+            if stacked:
+                q, k, v = rotary.rotate_qkv(qkv, start, fast=True)
+            else:
+                q, k, v = rotary.rotate(qkv[0], start), rotary.rotate(qkv[1], start), qkv[2]
+            torch.stack((q, k, v)).backward(grad)
+            results.append((q.detach(), k.detach(), v.detach(), x.grad))
+        (q, k, v, x_grad), (q_ref, k_ref, v_ref, x_grad_ref) = results
+        torch.testing.assert_close(q, q_ref, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(k, k_ref, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(x_grad, x_grad_ref, rtol=1e-6, atol=1e-6)
+        assert torch.equal(v, v_ref) and torch.equal(x_grad[:, :, 2], grad[2].permute(2, 0, 1, 3))
+        assert not torch.equal(q, qkv[0].detach())  # rotated at all
+
+
+def test_rotate_qkv_table_follows_the_cache():
+    """rotate_qkv's complex table is made again from the cache when the cache moves (.to(device):
+    here the meta device, where a stale CPU table would fail) and when it grows (checked by editing
+    the grown cache to the identity rotation)."""
+    rotary, x = RotaryEmbedding(8), torch.randn(3, 2, 1, 5, 8)
+    rotary.rotate_qkv(x, 0, fast=True)
+    rotary.to("meta")
+    assert all(t.is_meta for t in rotary.rotate_qkv(x.to("meta"), 0, fast=True))
+    rotary = RotaryEmbedding(8)
+    rotary.rotate_qkv(x, 0, fast=True)
+    rotary._grow(70)
+    rotary.rotation_cached.copy_(torch.tensor([1.0, 0.0]))
+    q, k, v = rotary.rotate_qkv(x, 0, fast=True)
+    assert torch.equal(q, x[0]) and torch.equal(k, x[1]) and torch.equal(v, x[2])
+
+
 def test_complex_rotation_applies_only_where_it_can():
     rotary, x = RotaryEmbedding(8), torch.randn(4, 2, 3, 8)
     assert complex_applies(x, rotary)
-    assert complex_applies(x[:, :, :2], rotary)  # q and k of a fused projection
+    qkv = torch.randn(5, 2, 3, 4, 8).permute(2, 1, 3, 0, 4)  # the fused projection's T x B x 3 x H x D
+    assert complex_applies(qkv[:2], rotary)  # its q and k, 2 x B x H x T x D
     assert not complex_applies(x, RotaryEmbedding(8, layout="half"))
     assert not complex_applies(x, RotaryEmbedding(4))  # partial rotation
     for dtype in (torch.bfloat16, torch.float16, torch.float64):
