@@ -30,8 +30,9 @@ What is measured:
     (activations, gradients, temporaries), after malloc_trim has handed freed heap back to the
     OS. tracemalloc does not see torch's allocations; RSS does, for both models alike. On CUDA the same two numbers
     come from torch.cuda.max_memory_allocated and memory_allocated.
-  * the rotation alone against additive sinusoidal positions on the same q and k (the largest
-    training source batch), forward and forward + backward, and the rotation's estimated share
+  * the rotation alone, as the attention calls it on q, k and v of one projection, against
+    additive sinusoidal positions on the same q and k (the largest training source batch),
+    forward and forward + backward, and the rotation's estimated share
     of a training step: its forward + backward time x self-attention layers / step time.
   * training FLOP/s and, where the peak is known (CUDA, or --peak-tflops), model FLOP
     utilisation MFU = FLOP/s / peak, with FLOPs per step =
@@ -377,10 +378,11 @@ def measure_memory(argv, args):
 # -- the rotation alone ---------------------------------------------------------------
 
 def rotation_microbench(rope, batches, args, repeats=20):
-    """q and k of the largest training source batch (2 x B x H x T x D, the view of the fused
-    projection's T x B x 3 x H x D output that the attention rotates), rotated as the encoder's first attention does (fast: one call for both, a complex
-    product where it applies; plain: eq. 34, x * cos + swap(x) * sin), against adding fairseq's
-    sinusoidal positions to the same q and k. Rotations and sinusoids are looked up inside the timing."""
+    """q, k and v of the largest training source batch (3 x B x H x T x D, the view of the fused
+    projection's T x B x 3 x H x D output), rotated as the encoder's first attention does
+    (rotate_qkv; fast: one complex product of the three where it applies; plain: eq. 34,
+    x * cos + swap(x) * sin, on q and k), against adding fairseq's sinusoidal positions to the same
+    q and k. Rotations and sinusoids are looked up inside the timing."""
     attn = rope.model.encoder.layers[0].self_attn
     tokens = max(batches, key=lambda s: s["net_input"]["src_tokens"].numel())["net_input"]["src_tokens"]
     B, T = tokens.shape
@@ -389,14 +391,16 @@ def rotation_microbench(rope, batches, args, repeats=20):
     pad = rope.task.source_dictionary.pad()
     sinusoidal = SinusoidalPositionalEmbedding(H * D, pad, init_size=T + pad + 1).to(args.device)
     g = torch.Generator(device=args.device).manual_seed(0)
-    projected = torch.randn(T, B, 2, H, D, generator=g, device=args.device, dtype=dtype, requires_grad=True)
-    grad = torch.randn(2, B, H, T, D, generator=g, device=args.device, dtype=dtype)
+    projected = torch.randn(T, B, 3, H, D, generator=g, device=args.device, dtype=dtype, requires_grad=True)
+    grads = torch.randn(3, B, H, T, D, generator=g, device=args.device, dtype=dtype).unbind(0)
 
     def rotary(fast):
-        return attn.rotary.rotate(projected.permute(2, 1, 3, 0, 4), 0, fast=fast)
+        return attn.rotary.rotate_qkv(projected.permute(2, 1, 3, 0, 4), 0, fast=fast)
 
     def additive():
-        return projected.permute(2, 1, 3, 0, 4) + sinusoidal(tokens).to(dtype).view(B, T, H, D).transpose(1, 2)
+        q, k, v = projected.permute(2, 1, 3, 0, 4).unbind(0)
+        positions = sinusoidal(tokens).to(dtype).view(B, T, H, D).transpose(1, 2)
+        return q + positions, k + positions, v
 
     results = {"shape_BHTD": [B, H, T, D]}
     for name, fn in (("rotary", lambda: rotary(True)), ("rotary_plain", lambda: rotary(False)), ("additive", additive)):
@@ -406,7 +410,7 @@ def rotation_microbench(rope, batches, args, repeats=20):
                     with torch.no_grad():
                         fn()
                 else:
-                    fn().backward(grad)
+                    torch.autograd.backward(fn(), grads)
             for _ in range(3):
                 run()
             results[f"{name}_{mode}_ms"] = 1e3 * statistics.median(timed(args.device, run)[0] for _ in range(repeats))
@@ -460,8 +464,9 @@ def markdown(report):
     rot = report.get("rotation")
     if rot:
         B, H, T, D = rot["shape_BHTD"]
-        out += ["", f"The rotation alone against additive sinusoidal positions, on q and k of B x H x T x D = "
-                    f"{B} x {H} x {T} x {D} each (rotary: the fast path; plain: eq. 34 written out):", "",
+        out += ["", f"The rotation alone against additive sinusoidal positions, on q, k and v of B x H x T x D = "
+                    f"{B} x {H} x {T} x {D} each, as one projection gives them (rotary: the fast path, rotate_qkv; "
+                    "plain: eq. 34 written out on q and k; additive: sinusoids added to q and k):", "",
                 "| | additive (ms) | rotary (ms) | rotary plain (ms) | rotary / additive |", "|---|---:|---:|---:|---:|"]
         for mode in ("forward", "forward_backward"):
             a, r, p = (rot[f"{name}_{mode}_ms"] for name in ("additive", "rotary", "rotary_plain"))
