@@ -147,8 +147,8 @@ class RotaryEmbedding(nn.Module):
         positions start .. start+T-1, in x's dtype: the T x C rows of the cache broadcast over the
         leading axes. ``fast``: as one complex product where :func:`apply_rotary_complex` applies."""
         end = start + x.size(-2)
-        self._grow(end)
         if fast and complex_applies(x, self):
+            self._grow(end)
             return apply_rotary_complex(x, torch.view_as_complex(self.rotation_cached[start:end]))
         cos, sin = self.cos_sin(start, end, x.dtype)
         return apply_rotary(x, cos, sin, self.layout)
