@@ -11,6 +11,20 @@ import torch
 import fairseq_rope  # the installed plugin (pip install -e .); registers the model
 from fairseq import options, tasks
 
+
+def pytest_configure(config):
+    """Gives each test process its share of the cores instead of torch's default of all of them:
+    with pytest -n 2 on the 2-core CI machine, 2 workers x 2 threads made the command-line tests
+    (fairseq commands in subprocesses, which inherit OMP_NUM_THREADS) ~1.6x slower. An
+    OMP_NUM_THREADS set by the caller is kept. The xdist controller runs no tests."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None and getattr(config.option, "numprocesses", None):
+        return
+    workers = workerinput["workercount"] if workerinput else 1
+    threads = os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    torch.set_num_threads(int(threads))
+
+
 USER_DIR = os.path.dirname(fairseq_rope.__file__)
 BIN = os.path.dirname(sys.executable)  # the venv's commands: fairseq-*, fairseq-rope-*
 
