@@ -105,7 +105,9 @@ if [ "${DRY_RUN:-0}" != 1 ] && [ -f "$SAVE_DIR/.done" ] && [ "$(cat "$SAVE_DIR/.
 fi
 
 tb_args=()
-if "$PYTHON" -c "import tensorboardX" 2>/dev/null || "$PYTHON" -c "import torch.utils.tensorboard" 2>/dev/null; then
+# fairseq logs to TensorBoard through tensorboardX or torch.utils.tensorboard (which needs the
+# tensorboard package): look for either without importing torch (seconds per run)
+if "$PYTHON" -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('tensorboardX') or u.find_spec('tensorboard')))"; then
   tb_args=(--tensorboard-logdir "$SAVE_DIR/tensorboard")
 fi
 # shellcheck disable=SC2206
