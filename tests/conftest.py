@@ -1,5 +1,7 @@
 """Shared helpers: tiny fairseq translation tasks and models built through fairseq's own parsers."""
 
+import contextlib
+import io
 import os
 import random
 import subprocess
@@ -100,6 +102,23 @@ def run_tool(tool, *args, check=True, **kwargs):
     if check and result.returncode:
         raise AssertionError(f"{tool} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result
+
+
+def run_main(main, *args):
+    """Runs a fairseq-rope-* command's ``main(argv)`` in this process (no new interpreter: importing
+    torch and fairseq again costs seconds per command): a CompletedProcess with its exit status,
+    stdout and stderr, SystemExit handled as the interpreter does (None: 0; a message: printed to
+    stderr, status 1). The installed commands themselves are run by test_commands.py and the recipes."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main([str(arg) for arg in args])
+            code = 0
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
+            if not isinstance(exit.code, (int, type(None))):
+                print(exit.code, file=sys.stderr)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def reversal_task(root, sizes, max_words):

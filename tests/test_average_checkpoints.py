@@ -1,17 +1,17 @@
-"""fairseq-rope-average through its command line, on small fairseq-shaped checkpoints."""
+"""fairseq-rope-average through its command line (its main(argv), in this process), on small
+fairseq-shaped checkpoints."""
 
 import argparse
 import collections
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
+from conftest import run_main
 from fairseq_rope.checkpoints import load_checkpoint
+from fairseq_rope_cli import average
 
-AVERAGE = os.path.join(os.path.dirname(sys.executable), "fairseq-rope-average")
 
 
 def make_state(value=0.0, arch="transformer", names=("encoder.w", "decoder.w"), shape=(3, 4), seed=None):
@@ -37,7 +37,7 @@ def save(path, state):
 
 
 def run(*args, ok=True):
-    proc = subprocess.run([AVERAGE, *map(str, args)], capture_output=True, text=True)
+    proc = run_main(average.main, *args)
     if ok:
         assert proc.returncode == 0, proc.stderr
     else:

@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from conftest import CLI_TRAIN, USER_DIR, reversal_task
+from conftest import CLI_TRAIN, USER_DIR, reversal_task, run_main
 from conftest import run_tool as run
 from fairseq_rope.checkpoints import load_checkpoint
+from fairseq_rope_cli import ct2 as ct2_command
 
 ctranslate2 = pytest.importorskip("ctranslate2")  # in the test extras; skipped only where it cannot install
 
@@ -154,8 +155,8 @@ def with_args(checkpoint, path, **changes):
 ])
 def test_export_refuses_what_ctranslate2_cannot_represent(data, models, tmp_path, change, named):
     checkpoint = with_args(models["interleaved"], tmp_path / "changed.pt", **change)
-    out = run("fairseq-rope-ct2", "--checkpoint", checkpoint, "--data-bin", data / "bin", "--output-dir",
-              tmp_path / "out", check=False)
+    out = run_main(ct2_command.main, "--checkpoint", checkpoint, "--data-bin", data / "bin", "--output-dir",
+                   tmp_path / "out")
     assert out.returncode == 1 and "fairseq-rope-ct2: error: cannot export to CTranslate2" in out.stderr, out.stderr
     assert named in out.stderr and "Traceback" not in out.stderr
     assert os.listdir(tmp_path) == ["changed.pt"]  # no output directory, no leftovers
@@ -166,19 +167,19 @@ def test_export_refuses_other_dictionaries_existing_output_and_unsafe_checkpoint
     other.mkdir()
     for lang in ("src", "tgt"):  # a dictionary with other words: the embeddings do not fit it
         (other / f"dict.{lang}.txt").write_text("".join(f"x{i} 1\n" for i in range(50)))
-    out = run("fairseq-rope-ct2", "--checkpoint", models["interleaved"], "--data-bin", other, "--output-dir",
-              tmp_path / "out", check=False)
+    out = run_main(ct2_command.main, "--checkpoint", models["interleaved"], "--data-bin", other, "--output-dir",
+                   tmp_path / "out")
     assert out.returncode == 1 and "give the languages (--source-lang/--target-lang)" in out.stderr
-    out = run("fairseq-rope-ct2", "--checkpoint", models["interleaved"], "--data-bin", other, "--output-dir",
-              tmp_path / "out", "--source-lang", "src", "--target-lang", "tgt", check=False)
+    out = run_main(ct2_command.main, "--checkpoint", models["interleaved"], "--data-bin", other, "--output-dir",
+                   tmp_path / "out", "--source-lang", "src", "--target-lang", "tgt")
     assert out.returncode == 1 and "does not fit the dictionaries in" in out.stderr and "--data-bin" in out.stderr
     assert not (tmp_path / "out").exists()
 
     existing = tmp_path / "existing"
     existing.mkdir()
     (existing / "keep.txt").write_text("mine")
-    out = run("fairseq-rope-ct2", "--checkpoint", models["interleaved"], "--data-bin", data / "bin", "--output-dir",
-              existing, check=False)
+    out = run_main(ct2_command.main, "--checkpoint", models["interleaved"], "--data-bin", data / "bin", "--output-dir",
+                   existing)
     assert out.returncode == 1 and f"--output-dir exists: {existing} (give --force" in out.stderr
     assert (existing / "keep.txt").read_text() == "mine"
 
@@ -187,8 +188,8 @@ def test_export_refuses_other_dictionaries_existing_output_and_unsafe_checkpoint
             return (os.system, ("touch " + str(tmp_path / "pwned"),))
 
     torch.save({"args": None, "model": {}, "payload": Payload()}, tmp_path / "evil.pt")
-    out = run("fairseq-rope-ct2", "--checkpoint", tmp_path / "evil.pt", "--data-bin", data / "bin", "--output-dir",
-              tmp_path / "out", check=False)
+    out = run_main(ct2_command.main, "--checkpoint", tmp_path / "evil.pt", "--data-bin", data / "bin", "--output-dir",
+                   tmp_path / "out")
     assert out.returncode == 1 and "refusing to load this checkpoint" in out.stderr
     assert not (tmp_path / "pwned").exists()
 
