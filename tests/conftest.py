@@ -114,10 +114,12 @@ def run_main(main, *args):
         try:
             main([str(arg) for arg in args])
             code = 0
-        except SystemExit as exit:
-            code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
-            if not isinstance(exit.code, (int, type(None))):
-                print(exit.code, file=sys.stderr)
+        except SystemExit as stop:
+            if stop.code is None or isinstance(stop.code, int):
+                code = stop.code or 0
+            else:
+                print(stop.code, file=sys.stderr)
+                code = 1
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
