@@ -13,7 +13,6 @@ from fairseq_rope.checkpoints import load_checkpoint
 from fairseq_rope_cli import average
 
 
-
 def make_state(value=0.0, arch="transformer", names=("encoder.w", "decoder.w"), shape=(3, 4), seed=None):
     """A checkpoint laid out like fairseq's: model / cfg (legacy Namespace) / extra_state / optimizer_history."""
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
