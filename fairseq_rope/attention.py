@@ -1,9 +1,12 @@
 """Rotary self-attention: fairseq's MultiheadAttention with RoPE on queries and keys.
 
 A drop-in for the self-attention of fairseq's encoder and decoder layers: same forward
-signature, same parameters (``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``), same
-incremental state (``prev_key``, ``prev_value``, ``prev_key_padding_mask``), so a trained
-``transformer`` checkpoint loads into it unchanged.
+signature, same parameters (``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``), the same
+incremental state entries (``prev_key``, ``prev_value``: B x H x S x D, ``prev_key_padding_mask``),
+so a trained ``transformer`` checkpoint loads into it unchanged. Unlike fairseq, the keys and
+values are written in place into caches with room for more positions (``prev_key`` and
+``prev_value`` are views of them), so that a decoding step copies only its own keys, not all
+earlier ones, and a beam reorder copies into a second buffer instead of allocating.
 
 fairseq's own fast path hands the projections to ``F.multi_head_attention_forward``, which
 leaves no place to rotate q and k; here the projections are done in the open and q and k are
@@ -40,6 +43,8 @@ from .linear_attention import CHUNK, rope_linear_attention
 from .rotary import RotaryEmbedding
 
 ATTENTIONS = ("softmax", "linear")
+CACHE_STEP = 64  # positions the key/value cache grows by when full (incremental decoding)
+CACHES = ("key_cache", "value_cache", "key_spare", "value_spare")
 
 
 def is_future_mask(attn_mask: Tensor, tgt_len: int, past: int) -> bool:
@@ -224,10 +229,8 @@ class RotaryMultiheadAttention(MultiheadAttention):
         if self.positions is not None and incremental_state is not None:
             raise ValueError("random positions are for training; incremental decoding uses the slot index")
         q, k, v = self._project_and_rotate(query, past, fast=not plain)  # B x H x T x D each
-        if prev_key is not None:
-            k = torch.cat([prev_key, k], dim=2)
-            v = torch.cat([prev_value, v], dim=2)
         if incremental_state is not None:
+            k, v = self._append_to_cache(saved, k, v, past)  # all keys and values so far
             saved["prev_key"], saved["prev_value"], saved["prev_key_padding_mask"] = k, v, padding
             self._set_input_buffer(incremental_state, saved)
 
@@ -237,6 +240,54 @@ class RotaryMultiheadAttention(MultiheadAttention):
         dropout_p = self.dropout_module.p if self.training or self.dropout_module.apply_during_inference else 0.0
         attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
         return self._merge_heads(attn), None
+
+    # -- key/value cache (incremental decoding) -----------------------------------------
+
+    def _append_to_cache(self, saved, k: Tensor, v: Tensor, past: int) -> Tuple[Tensor, Tensor]:
+        """Writes k and v (B x H x T x D) at positions past .. past+T-1 of the caches in ``saved``
+        (``key_cache``, ``value_cache``: B x H x capacity x D), in place: no copy of the earlier keys
+        per step, as a concatenation makes (fairseq's MultiheadAttention). Full caches grow by
+        CACHE_STEP positions at a time; a ``prev_key``/``prev_value`` pair set by someone else is
+        copied in first. Returns all keys and values so far, B x H x (past+T) x D views of the
+        caches, which are also kept as ``prev_key`` and ``prev_value``."""
+        if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):  # autograd keeps the earlier
+            for name in CACHES:  # keys: no writing over them
+                saved.pop(name, None)
+            if past:
+                k, v = torch.cat([saved["prev_key"], k], dim=2), torch.cat([saved["prev_value"], v], dim=2)
+            return k, v
+        end = past + k.size(2)
+        cached = []
+        for name, prev, new in (("key_cache", "prev_key", k), ("value_cache", "prev_value", v)):
+            cache = saved.get(name)
+            if cache is None or cache.size(2) < end:
+                bsz, heads, _, dim = new.shape
+                grown = new.new_empty(bsz, heads, -(-end // CACHE_STEP) * CACHE_STEP, dim)
+                if past:
+                    grown.narrow(2, 0, past).copy_(saved[prev])
+                saved[name] = cache = grown
+            cache.narrow(2, past, end - past).copy_(new)
+            cached.append(cache.narrow(2, 0, end))
+        return cached[0], cached[1]
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        """Beam search's reorder (and selection) of the sentences in the cache: the cached keys
+        (values) are index_selected into a second buffer kept for this (``key_spare``,
+        ``value_spare``), which then becomes the cache; nothing is allocated while the number of
+        sentences stays the same."""
+        saved = self._get_input_buffer(incremental_state)
+        if saved.get("key_cache") is None:  # nothing cached yet, or linear attention's state
+            return super().reorder_incremental_state(incremental_state, new_order)
+        past = saved["prev_key"].size(2)
+        for name, spare_name, prev in (("key_cache", "key_spare", "prev_key"), ("value_cache", "value_spare", "prev_value")):
+            cache, spare = saved[name], saved.get(spare_name)
+            if spare is None or spare.shape != (len(new_order), *cache.shape[1:]):
+                spare = cache.new_empty(len(new_order), *cache.shape[1:])
+            saved[prev] = torch.index_select(cache.narrow(2, 0, past), 0, new_order, out=spare.narrow(2, 0, past))
+            saved[name], saved[spare_name] = spare, cache
+        if saved.get("prev_key_padding_mask") is not None:
+            saved["prev_key_padding_mask"] = saved["prev_key_padding_mask"].index_select(0, new_order)
+        return self._set_input_buffer(incremental_state, saved)
 
     # -- RoPE with linear attention (eq. 19) --------------------------------------------
 
@@ -284,10 +335,10 @@ class RotaryMultiheadAttention(MultiheadAttention):
         H, D = self.num_heads, self.head_dim
         stacked = self._in_proj() if fast else None
         if stacked is not None:
-            qkv = F.linear(x, *stacked).view(T, B, 3, H, D).permute(2, 1, 3, 0, 4)  # 3 x B x H x T x D
+            qkv = F.linear(x, *stacked).view(T, B, 3, H, D)
             if self.positions is None:
-                return self.rotary.rotate_qkv(qkv, past, fast=True)
-            q, k, v = qkv.unbind(0)
+                return [t.permute(1, 2, 0, 3) for t in self.rotary.rotate_qkv(qkv, past, fast=True)]
+            q, k, v = qkv.permute(2, 1, 3, 0, 4).unbind(0)
         else:
             q, k, v = (p(x).view(T, B, H, D).permute(1, 2, 0, 3) for p in (self.q_proj, self.k_proj, self.v_proj))
         return self._rotate(q, past, fast=fast), self._rotate(k, past, fast=fast), v

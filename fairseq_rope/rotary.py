@@ -154,22 +154,24 @@ class RotaryEmbedding(nn.Module):
         return apply_rotary(x, cos, sin, self.layout)
 
     def rotate_qkv(self, qkv: torch.Tensor, start: int = 0, fast: bool = False):
-        """q, k, v of ``qkv`` (3 x B x H x T x C, stacked as one projection gives them), q and k rotated
-        as by :meth:`rotate`, v unchanged. ``fast`` where the complex form applies: one complex product
-        of all three with (e^{i m theta}, e^{i m theta}, 1) (v times 1 is v, exactly), which costs fewer
-        operations than separating v first; in a decoding step, per-operation overhead is most of the
-        rotation's cost. Otherwise q and k are rotated in one call."""
-        end = start + qkv.size(-2)
+        """q, k, v of ``qkv`` (T x B x 3 x H x C, as one projection of fairseq's T x B x C input gives
+        them, positions along the first axis), q and k rotated as by :meth:`rotate`, v unchanged; each
+        T x B x H x C. ``fast`` where the complex form applies: one complex product of all three with
+        (e^{i m theta}, e^{i m theta}, 1) (v times 1 is v, exactly), which costs fewer operations than
+        separating v first; in a decoding step, per-operation overhead is most of the rotation's cost.
+        Otherwise q and k are rotated in one call."""
+        end = start + qkv.size(0)
         if fast and complex_applies(qkv, self):
-            table = self._qkv_rotation  # 3 x 1 x 1 x L x C/2
-            if table is None or table.size(3) < end:
+            table = self._qkv_rotation  # L x 1 x 3 x 1 x C/2
+            if table is None or table.size(0) < end:
                 self._grow(end)
                 e = torch.view_as_complex(self.rotation_cached)
-                table = self._qkv_rotation = torch.stack((e, e, torch.ones_like(e)))[:, None, None]
-            return apply_rotary_complex(qkv, table[:, :, :, start:end]).unbind(0)
-        qk, v = qkv.split([2, 1])  # split, not indexing: its backward is one cat, not zero-filled copies
-        q, k = self.rotate(qk, start, fast).unbind(0)
-        return q, k, v.squeeze(0)
+                table = self._qkv_rotation = torch.stack((e, e, torch.ones_like(e)), 1)[:, None, :, None]
+            return apply_rotary_complex(qkv, table[start:end]).unbind(2)
+        qk, v = qkv.split([2, 1], dim=2)  # split, not indexing: its backward is one cat, not zero-filled copies
+        cos, sin = (t.view(-1, 1, 1, 1, t.size(-1)) for t in self.cos_sin(start, end, qkv.dtype))
+        q, k = apply_rotary(qk, cos, sin, self.layout).unbind(2)
+        return q, k, v.squeeze(2)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rotates ``x`` (..., T, C) by integer ``positions`` broadcastable to x[..., 0] (eq. 34)."""

@@ -378,8 +378,8 @@ def measure_memory(argv, args):
 # -- the rotation alone ---------------------------------------------------------------
 
 def rotation_microbench(rope, batches, args, repeats=20):
-    """q, k and v of the largest training source batch (3 x B x H x T x D, the view of the fused
-    projection's T x B x 3 x H x D output), rotated as the encoder's first attention does
+    """q, k and v of the largest training source batch (the fused projection's T x B x 3 x H x D
+    output), rotated as the encoder's first attention does
     (rotate_qkv; fast: one complex product of the three where it applies; plain: eq. 34,
     x * cos + swap(x) * sin, on q and k), against adding fairseq's sinusoidal positions to the same
     q and k. Rotations and sinusoids are looked up inside the timing."""
@@ -392,14 +392,14 @@ def rotation_microbench(rope, batches, args, repeats=20):
     sinusoidal = SinusoidalPositionalEmbedding(H * D, pad, init_size=T + pad + 1).to(args.device)
     g = torch.Generator(device=args.device).manual_seed(0)
     projected = torch.randn(T, B, 3, H, D, generator=g, device=args.device, dtype=dtype, requires_grad=True)
-    grads = torch.randn(3, B, H, T, D, generator=g, device=args.device, dtype=dtype).unbind(0)
+    grads = torch.randn(T, B, 3, H, D, generator=g, device=args.device, dtype=dtype).unbind(2)
 
     def rotary(fast):
-        return attn.rotary.rotate_qkv(projected.permute(2, 1, 3, 0, 4), 0, fast=fast)
+        return attn.rotary.rotate_qkv(projected, 0, fast=fast)
 
     def additive():
-        q, k, v = projected.permute(2, 1, 3, 0, 4).unbind(0)
-        positions = sinusoidal(tokens).to(dtype).view(B, T, H, D).transpose(1, 2)
+        q, k, v = projected.unbind(2)
+        positions = sinusoidal(tokens).to(dtype).view(B, T, H, D).transpose(0, 1)
         return q + positions, k + positions, v
 
     results = {"shape_BHTD": [B, H, T, D]}

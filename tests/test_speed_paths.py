@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from conftest import random_tokens
 
-from fairseq_rope.attention import RotaryMultiheadAttention
+from fairseq_rope.attention import CACHE_STEP, RotaryMultiheadAttention
 from fairseq_rope.rotary import RotaryEmbedding, complex_applies
 
 T, B, C, H = 7, 3, 32, 4
@@ -90,14 +90,14 @@ def test_fast_path_fuses_projections_and_rotates_q_and_k_in_one_call(monkeypatch
     x = torch.randn(T, B, C)
     attn(x, x, x, attn_mask=masks()["causal"][0], need_weights=False)
     assert [tuple(w.shape) for w in calls["linear"]] == [(3 * C, C), (C, C)]  # q/k/v in one, out_proj
-    assert calls["linear"][0].requires_grad and calls["rotate"] == [(3, B, H, T, C // H)]
+    assert calls["linear"][0].requires_grad and calls["rotate"] == [(T, B, 3, H, C // H)]
     for grad in (True, False):
         calls.update(linear=[], rotate=[])
         step = x[:1]
         with torch.set_grad_enabled(grad):
             attn(step, step, step, incremental_state={}, need_weights=False)
         weight = calls["linear"][0]
-        assert tuple(weight.shape) == (3 * C, C) and calls["rotate"] == [(3, B, H, 1, C // H)]
+        assert tuple(weight.shape) == (3 * C, C) and calls["rotate"] == [(1, B, 3, H, C // H)]
         assert (weight.data_ptr() == attn.q_proj.weight.data_ptr()) is not grad  # no copy without gradients
 
 
@@ -168,6 +168,71 @@ def test_incremental_fast_equals_plain(layout):
         torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-5)
 
 
+def decode(attn, steps, width, reorders=(), seed=8):
+    """Feeds random tokens one at a time through ``attn`` with an incremental state, applying beam
+    reorders {step: new_order} before the given steps; checks each step's output against a full
+    causal pass over the (reordered) history. Returns the state's key cache at every step."""
+    g = torch.Generator().manual_seed(seed)
+    history, state, caches = torch.empty(0, width, C), {}, []
+    for t in range(steps):
+        if t in reorders:
+            order = torch.tensor(reorders[t])
+            attn.reorder_incremental_state(state, order)
+            history = history[:, order]
+        x = torch.randn(1, history.size(1), C, generator=g)
+        history = torch.cat([history, x])
+        out = attn(x, x, x, incremental_state=state, need_weights=False)[0]
+        causal = torch.triu(torch.full((t + 1, t + 1), float("-inf")), 1)
+        full = attn(history, history, history, attn_mask=causal, need_weights=False)[0][-1:]
+        torch.testing.assert_close(out, full, rtol=1e-5, atol=1e-5, msg=f"step {t}")
+        caches.append(attn._get_input_buffer(state).get("key_cache"))
+    return state, caches
+
+
+def test_key_value_cache_written_in_place_through_growth_and_beam_reorders():
+    """70 decoding steps (past the cache's first CACHE_STEP positions) with beam reorders that keep,
+    drop and duplicate sentences, shrink the batch and grow it again: every step equals a full causal
+    pass over the reordered history. Between reorders the steps write into one buffer, prev_key is a
+    view of it, and reorders of the same batch size alternate between two buffers."""
+    attn = attention().eval()
+    reorders = {3: [2, 0, 0], 5: [1, 2, 0], 7: [0, 0, 1], 10: [1, 2], 20: [0, 1, 1, 0], 66: [3, 2, 1, 0]}
+    with torch.no_grad():
+        state, caches = decode(attn, CACHE_STEP + 6, B, reorders)
+    pointers = [cache.data_ptr() for cache in caches]
+    assert len(set(pointers[:10])) == 2 and pointers[:3] == pointers[0:1] * 3 and pointers[3] != pointers[0]
+    assert pointers[21:64] == pointers[21:22] * 43  # no reorder, no growth: written in place
+    assert caches[-1].shape == (4, H, 2 * CACHE_STEP, C // H)  # grown at step 64
+    saved = attn._get_input_buffer(state)
+    assert saved["prev_key"].data_ptr() == saved["key_cache"].data_ptr()
+    assert saved["prev_key"].shape == (4, H, CACHE_STEP + 6, C // H)
+
+
+def test_decoding_with_gradients_or_a_state_from_elsewhere_equals_the_full_pass():
+    """With gradients on, the cache is concatenated (autograd keeps the earlier keys, which must not
+    be written over) and backward works; a prev_key/prev_value pair put in the state by other code
+    (B x H x S x D, as fairseq's MultiheadAttention keeps them) is copied into a new cache."""
+    attn = attention().eval()
+    state, _ = decode(attn, 4, B)  # with gradients
+    saved = attn._get_input_buffer(state)
+    assert "key_cache" not in saved and saved["prev_key"].requires_grad
+    saved["prev_key"].sum().backward()
+    assert attn.k_proj.weight.grad is not None
+    with torch.no_grad():
+        x = torch.randn(5, B, C)
+        prefix = {}
+        attn(x, x, x, incremental_state=prefix, need_weights=False)
+        keys = {name: attn._get_input_buffer(prefix)[name].clone() for name in ("prev_key", "prev_value")}
+        state = {}
+        attn._set_input_buffer(state, dict(keys, prev_key_padding_mask=None))
+        step = torch.randn(1, B, C)
+        out = attn(step, step, step, incremental_state=state, need_weights=False)[0]
+        history = torch.cat([x, step])
+        causal = torch.triu(torch.full((6, 6), float("-inf")), 1)
+        full = attn(history, history, history, attn_mask=causal, need_weights=False)[0][-1:]
+    torch.testing.assert_close(out, full, rtol=1e-5, atol=1e-5)
+    assert torch.equal(attn._get_input_buffer(state)["prev_key"][:, :, :5], keys["prev_key"])
+
+
 def test_quant_noise_hooks_keep_separate_projections():
     """fairseq's quant-noise works through forward hooks on q_proj/k_proj/v_proj: the fused GEMM,
     which reads the weights directly, must not bypass them."""
@@ -204,37 +269,38 @@ def test_complex_rotation_equals_eq34(shape):
                                           (RotaryEmbedding(8, layout="half"), torch.float32),
                                           (RotaryEmbedding(4), torch.float32)])
 def test_rotate_qkv_rotates_q_and_k_and_leaves_v_exactly(rotary, dtype):
-    """rotate_qkv on a stacked projection (3 x B x H x T x C, a view of T x B x 3 x H x C): q and k
-    as rotate() gives them, v bit for bit, values and gradients; in float32 with the interleaved
-    layout (one complex product of all three, v times 1), and where it falls back (float64, the
-    half layout, a partial rotation). At positions past the first table (64), so that it is remade."""
+    """rotate_qkv on a stacked projection (T x B x 3 x H x C, as the fused projection gives it): q
+    and k as rotate() gives them (positions along T), v bit for bit, values and gradients; in float32
+    with the interleaved layout (one complex product of all three, v times 1), and where it falls back
+    (float64, the half layout, a partial rotation). At positions past the first table (64), so that
+    it is remade."""
     g = torch.Generator().manual_seed(5)
     projected = torch.randn(6, 2, 3, 4, 8, generator=g, dtype=dtype)
-    grad = torch.randn(3, 2, 4, 6, 8, generator=g, dtype=dtype)
+    grad = torch.randn(6, 2, 3, 4, 8, generator=g, dtype=dtype)
     for start in (3, 90):
         results = []
         for stacked in (True, False):
             x = projected.clone().requires_grad_(True)
-            qkv = x.permute(2, 1, 3, 0, 4)
             if stacked:
-                q, k, v = rotary.rotate_qkv(qkv, start, fast=True)
-            else:
-                q, k, v = rotary.rotate(qkv[0], start), rotary.rotate(qkv[1], start), qkv[2]
-            torch.stack((q, k, v)).backward(grad)
+                q, k, v = rotary.rotate_qkv(x, start, fast=True)
+            else:  # rotate() wants positions along the second-last axis: B x H x T x C
+                q, k = (rotary.rotate(x[:, :, i].permute(1, 2, 0, 3), start).permute(2, 0, 1, 3) for i in (0, 1))
+                v = x[:, :, 2]
+            torch.stack((q, k, v), 2).backward(grad)
             results.append((q.detach(), k.detach(), v.detach(), x.grad))
         (q, k, v, x_grad), (q_ref, k_ref, v_ref, x_grad_ref) = results
         torch.testing.assert_close(q, q_ref, rtol=1e-6, atol=1e-6)
         torch.testing.assert_close(k, k_ref, rtol=1e-6, atol=1e-6)
         torch.testing.assert_close(x_grad, x_grad_ref, rtol=1e-6, atol=1e-6)
-        assert torch.equal(v, v_ref) and torch.equal(x_grad[:, :, 2], grad[2].permute(2, 0, 1, 3))
-        assert not torch.equal(q, qkv[0].detach())  # rotated at all
+        assert torch.equal(v, v_ref) and torch.equal(x_grad[:, :, 2], grad[:, :, 2])
+        assert not torch.equal(q, projected[:, :, 0])  # rotated at all
 
 
 def test_rotate_qkv_table_follows_the_cache():
     """rotate_qkv's complex table is made again from the cache when the cache moves (.to(device):
     here the meta device, where a stale CPU table would fail) and when it grows (checked by editing
     the grown cache to the identity rotation)."""
-    rotary, x = RotaryEmbedding(8), torch.randn(3, 2, 1, 5, 8)
+    rotary, x = RotaryEmbedding(8), torch.randn(5, 2, 3, 1, 8)  # T x B x 3 x H x C
     rotary.rotate_qkv(x, 0, fast=True)
     rotary.to("meta")
     assert all(t.is_meta for t in rotary.rotate_qkv(x.to("meta"), 0, fast=True))
@@ -243,7 +309,7 @@ def test_rotate_qkv_table_follows_the_cache():
     rotary._grow(70)
     rotary.rotation_cached.copy_(torch.tensor([1.0, 0.0]))
     q, k, v = rotary.rotate_qkv(x, 0, fast=True)
-    assert torch.equal(q, x[0]) and torch.equal(k, x[1]) and torch.equal(v, x[2])
+    assert torch.equal(q, x[:, :, 0]) and torch.equal(k, x[:, :, 1]) and torch.equal(v, x[:, :, 2])
 
 
 def test_complex_rotation_applies_only_where_it_can():
