@@ -35,19 +35,29 @@ def data(tmp_path_factory):
     return root
 
 
+FINETUNED = {"half_partial": 60, "partial_theta": 60}  # updates from the interleaved model's weights
+
+
 @pytest.fixture(scope="module")
 def models(data):
-    """{variant: checkpoint}: each trained 250 updates (its translations differ between sentences),
-    two at a time with one thread each."""
+    """{variant: checkpoint}: the interleaved model and the baseline trained 250 updates (their
+    translations differ between sentences), the other rotary settings fine-tuned from the interleaved
+    model's weights (same parameters, other rotations) for FINETUNED updates; two at a time with one
+    thread each."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
 
     def train(name):
         save = data / name
-        run("fairseq-train", data / "bin", *VARIANTS[name], *TRAIN, "--save-dir", save, env=env)
+        flags = TRAIN
+        if name in FINETUNED:
+            flags = [*TRAIN, "--max-update", FINETUNED[name], "--finetune-from-model",
+                     data / "interleaved" / "checkpoint_last.pt"]
+        run("fairseq-train", data / "bin", *VARIANTS[name], *flags, "--save-dir", save, env=env)
         return name, save / "checkpoint_last.pt"
 
     with ThreadPoolExecutor(2) as pool:
-        return dict(pool.map(train, VARIANTS))
+        trained = dict(pool.map(train, [name for name in VARIANTS if name not in FINETUNED]))
+        return dict(trained, **dict(pool.map(train, FINETUNED)))
 
 
 @pytest.fixture(scope="module")
