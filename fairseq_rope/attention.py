@@ -6,7 +6,7 @@ incremental state entries (``prev_key``, ``prev_value``: B x H x S x D, ``prev_k
 so a trained ``transformer`` checkpoint loads into it unchanged. Unlike fairseq, the keys and
 values are written in place into caches with room for more positions (``prev_key`` and
 ``prev_value`` are views of them), so that a decoding step copies only its own keys, not all
-earlier ones, and a beam reorder copies into a second buffer instead of allocating.
+earlier ones, and a beam reorder copies into a spare buffer instead of allocating.
 
 fairseq's own fast path hands the projections to ``F.multi_head_attention_forward``, which
 leaves no place to rotate q and k; here the projections are done in the open and q and k are
@@ -43,8 +43,8 @@ from .linear_attention import CHUNK, rope_linear_attention
 from .rotary import RotaryEmbedding
 
 ATTENTIONS = ("softmax", "linear")
-CACHE_STEP = 64  # positions the key/value cache grows by when full (incremental decoding)
-CACHES = ("key_cache", "value_cache", "key_spare", "value_spare")
+CACHE_STEP = 16  # positions the key/value cache grows by when full (incremental decoding)
+SPARE = "rope_attention_spare"  # the incremental state's entry for the beam reorder's spare buffer
 
 
 def is_future_mask(attn_mask: Tensor, tgt_len: int, past: int) -> bool:
@@ -251,8 +251,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
         copied in first. Returns all keys and values so far, B x H x (past+T) x D views of the
         caches, which are also kept as ``prev_key`` and ``prev_value``."""
         if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):  # autograd keeps the earlier
-            for name in CACHES:  # keys: no writing over them
-                saved.pop(name, None)
+            saved.pop("key_cache", None), saved.pop("value_cache", None)  # keys: no writing over them
             if past:
                 k, v = torch.cat([saved["prev_key"], k], dim=2), torch.cat([saved["prev_value"], v], dim=2)
             return k, v
@@ -271,20 +270,25 @@ class RotaryMultiheadAttention(MultiheadAttention):
         return cached[0], cached[1]
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        """Beam search's reorder (and selection) of the sentences in the cache: the cached keys
-        (values) are index_selected into a second buffer kept for this (``key_spare``,
-        ``value_spare``), which then becomes the cache; nothing is allocated while the number of
-        sentences stays the same."""
+        """Beam search's reorder (and selection) of the sentences in the cache: the cached keys are
+        index_selected into a spare buffer, which becomes the key cache, and the old key cache
+        becomes the spare; the same for the values. One spare per incremental state
+        (``incremental_state[SPARE]``), shared by all layers, which reorder one after the other:
+        the caches then take about as much memory as fairseq's concatenated keys and values at
+        their peak (one layer's more than all of them), and nothing is allocated while the number
+        of sentences and the capacity stay the same."""
         saved = self._get_input_buffer(incremental_state)
         if saved.get("key_cache") is None:  # nothing cached yet, or linear attention's state
             return super().reorder_incremental_state(incremental_state, new_order)
         past = saved["prev_key"].size(2)
-        for name, spare_name, prev in (("key_cache", "key_spare", "prev_key"), ("value_cache", "value_spare", "prev_value")):
-            cache, spare = saved[name], saved.get(spare_name)
-            if spare is None or spare.shape != (len(new_order), *cache.shape[1:]):
-                spare = cache.new_empty(len(new_order), *cache.shape[1:])
+        shared = incremental_state.setdefault(SPARE, {})
+        for name, prev in (("key_cache", "prev_key"), ("value_cache", "prev_value")):
+            cache, spare = saved[name], shared.get("spare")
+            shape = (len(new_order), *cache.shape[1:])
+            if spare is None or spare.shape != shape or spare.dtype != cache.dtype or spare.device != cache.device:
+                spare = cache.new_empty(shape)
             saved[prev] = torch.index_select(cache.narrow(2, 0, past), 0, new_order, out=spare.narrow(2, 0, past))
-            saved[name], saved[spare_name] = spare, cache
+            saved[name], shared["spare"] = spare, cache
         if saved.get("prev_key_padding_mask") is not None:
             saved["prev_key_padding_mask"] = saved["prev_key_padding_mask"].index_select(0, new_order)
         return self._set_input_buffer(incremental_state, saved)

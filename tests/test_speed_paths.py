@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from conftest import random_tokens
 
-from fairseq_rope.attention import CACHE_STEP, RotaryMultiheadAttention
+from fairseq_rope.attention import CACHE_STEP, SPARE, RotaryMultiheadAttention
 from fairseq_rope.rotary import RotaryEmbedding, complex_applies
 
 T, B, C, H = 7, 3, 32, 4
@@ -171,7 +171,7 @@ def test_incremental_fast_equals_plain(layout):
 def decode(attn, steps, width, reorders=(), seed=8):
     """Feeds random tokens one at a time through ``attn`` with an incremental state, applying beam
     reorders {step: new_order} before the given steps; checks each step's output against a full
-    causal pass over the (reordered) history. Returns the state's key cache at every step."""
+    causal pass over the (reordered) history. Returns the state's (key, value) caches at every step."""
     g = torch.Generator().manual_seed(seed)
     history, state, caches = torch.empty(0, width, C), {}, []
     for t in range(steps):
@@ -185,26 +185,48 @@ def decode(attn, steps, width, reorders=(), seed=8):
         causal = torch.triu(torch.full((t + 1, t + 1), float("-inf")), 1)
         full = attn(history, history, history, attn_mask=causal, need_weights=False)[0][-1:]
         torch.testing.assert_close(out, full, rtol=1e-5, atol=1e-5, msg=f"step {t}")
-        caches.append(attn._get_input_buffer(state).get("key_cache"))
+        caches.append((attn._get_input_buffer(state).get("key_cache"), attn._get_input_buffer(state).get("value_cache")))
     return state, caches
 
 
 def test_key_value_cache_written_in_place_through_growth_and_beam_reorders():
-    """70 decoding steps (past the cache's first CACHE_STEP positions) with beam reorders that keep,
+    """70 decoding steps (the cache grows every CACHE_STEP positions) with beam reorders that keep,
     drop and duplicate sentences, shrink the batch and grow it again: every step equals a full causal
-    pass over the reordered history. Between reorders the steps write into one buffer, prev_key is a
-    view of it, and reorders of the same batch size alternate between two buffers."""
+    pass over the reordered history. Between reorders and growths the steps write into the same
+    buffers, prev_key is a view of one, and reorders of the same batch size rotate the key and value
+    caches among three buffers (theirs and the spare)."""
     attn = attention().eval()
     reorders = {3: [2, 0, 0], 5: [1, 2, 0], 7: [0, 0, 1], 10: [1, 2], 20: [0, 1, 1, 0], 66: [3, 2, 1, 0]}
     with torch.no_grad():
-        state, caches = decode(attn, CACHE_STEP + 6, B, reorders)
-    pointers = [cache.data_ptr() for cache in caches]
-    assert len(set(pointers[:10])) == 2 and pointers[:3] == pointers[0:1] * 3 and pointers[3] != pointers[0]
-    assert pointers[21:64] == pointers[21:22] * 43  # no reorder, no growth: written in place
-    assert caches[-1].shape == (4, H, 2 * CACHE_STEP, C // H)  # grown at step 64
+        state, caches = decode(attn, 70, B, reorders)
+    pointers = [(k.data_ptr(), v.data_ptr()) for k, v in caches]
+    assert len({p for pair in pointers[:10] for p in pair}) == 3
+    assert pointers[:3] == pointers[0:1] * 3 and pointers[3] != pointers[0]
+    assert CACHE_STEP % 16 or pointers[21:32] == pointers[21:22] * 11  # written in place (no growth at 22..32)
+    assert caches[-1][0].shape == (4, H, -(-70 // CACHE_STEP) * CACHE_STEP, C // H)
+    assert caches[20][0].size(2) < caches[-1][0].size(2)  # it grew
     saved = attn._get_input_buffer(state)
     assert saved["prev_key"].data_ptr() == saved["key_cache"].data_ptr()
-    assert saved["prev_key"].shape == (4, H, CACHE_STEP + 6, C // H)
+    assert saved["prev_key"].shape == (4, H, 70, C // H)
+
+
+def test_layers_share_one_spare_buffer():
+    """Two layers decoding into one incremental state, the beams reordered at every step: their four
+    caches (keys and values) and the one spare of the state rotate among five buffers, nothing else
+    is allocated (one spare per layer would make it eight)."""
+    layers = [attention().eval(), attention().eval()]
+    state, seen = {}, set()
+    with torch.no_grad():
+        for _ in range(min(10, CACHE_STEP)):
+            x = torch.randn(1, B, C)
+            for attn in layers:
+                x = attn(x, x, x, incremental_state=state, need_weights=False)[0]
+            for attn in layers:
+                attn.reorder_incremental_state(state, torch.tensor([2, 0, 1]))
+                saved = attn._get_input_buffer(state)
+                seen |= {saved["key_cache"].data_ptr(), saved["value_cache"].data_ptr()}
+            seen.add(state[SPARE]["spare"].data_ptr())
+    assert len(seen) == 5
 
 
 def test_decoding_with_gradients_or_a_state_from_elsewhere_equals_the_full_pass():
