@@ -221,7 +221,7 @@ class RotaryMultiheadAttention(MultiheadAttention):
         tgt_len, bsz, _ = query.size()
 
         saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
-        prev_key, prev_value = saved.get("prev_key"), saved.get("prev_value")
+        prev_key = saved.get("prev_key")
         past = 0 if prev_key is None else prev_key.size(2)
         padding = self._full_padding_mask(saved.get("prev_key_padding_mask"), key_padding_mask, bsz, past, tgt_len, query.device)
 
