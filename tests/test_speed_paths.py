@@ -200,9 +200,10 @@ def test_key_value_cache_written_in_place_through_growth_and_beam_reorders():
     with torch.no_grad():
         state, caches = decode(attn, 70, B, reorders)
     pointers = [(k.data_ptr(), v.data_ptr()) for k, v in caches]
-    assert len({p for pair in pointers[:10] for p in pair}) == 3
-    assert pointers[:3] == pointers[0:1] * 3 and pointers[3] != pointers[0]
-    assert CACHE_STEP % 16 or pointers[21:32] == pointers[21:22] * 11  # written in place (no growth at 22..32)
+    assert len({p for pair in pointers[:10] for p in pair}) == 3 and pointers[3] != pointers[0]
+    for t in range(1, 70):  # written in place wherever there was neither a reorder nor a growth
+        if t not in reorders and caches[t][0].size(2) == caches[t - 1][0].size(2):
+            assert pointers[t] == pointers[t - 1], f"step {t} reallocated"
     assert caches[-1][0].shape == (4, H, -(-70 // CACHE_STEP) * CACHE_STEP, C // H)
     assert caches[20][0].size(2) < caches[-1][0].size(2)  # it grew
     saved = attn._get_input_buffer(state)
