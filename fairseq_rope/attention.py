@@ -27,7 +27,7 @@ RoPE with linear attention (:mod:`fairseq_rope.linear_attention`), with its own 
 
 Positions (what m and n are in eq. 16): the slot index, 0 .. T-1 along the time axis; while
 decoding incrementally the new token continues after the cached keys, which are cached already
-rotated (beam reordering is fairseq's ``reorder_incremental_state`` on those buffers). Scores
+rotated (beam reordering is :meth:`RotaryMultiheadAttention.reorder_incremental_state`). Scores
 depend on m - n only and padding is masked, so a left-padded sentence attends exactly as it
 would alone: shifting all its positions by the number of pads changes no score.
 """
