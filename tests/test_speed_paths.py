@@ -185,7 +185,8 @@ def decode(attn, steps, width, reorders=(), seed=8):
         causal = torch.triu(torch.full((t + 1, t + 1), float("-inf")), 1)
         full = attn(history, history, history, attn_mask=causal, need_weights=False)[0][-1:]
         torch.testing.assert_close(out, full, rtol=1e-5, atol=1e-5, msg=f"step {t}")
-        caches.append((attn._get_input_buffer(state).get("key_cache"), attn._get_input_buffer(state).get("value_cache")))
+        saved = attn._get_input_buffer(state)
+        caches.append((saved.get("key_cache"), saved.get("value_cache")))
     return state, caches
 
 
