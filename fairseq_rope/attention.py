@@ -21,6 +21,9 @@ kept equal (outputs and gradients) by tests/test_speed_paths.py:
   * plain (``self.fast = False``, or whenever the caller asks for attention weights:
     ``need_weights``, ``before_softmax``): three projections, q then k rotated, and the score
     matrix formed explicitly.
+A beam search step on a CPU (one new token, nothing masked, no gradients) takes the fast path's
+arithmetic with the fewest operations (``_decoding_step``): q's 1/sqrt(d) folded into its rotation,
+k and v copied straight into the cache, no reshapes to SDPA's layout.
 
 With ``rope_attention="linear"`` (``--rope-attention linear``) the module computes eq. 19 instead,
 RoPE with linear attention (:mod:`fairseq_rope.linear_attention`), with its own incremental state.
@@ -40,7 +43,7 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
 from .linear_attention import CHUNK, rope_linear_attention
-from .rotary import RotaryEmbedding
+from .rotary import RotaryEmbedding, apply_rotary_complex, complex_applies
 
 ATTENTIONS = ("softmax", "linear")
 CACHE_STEP = 16  # positions the key/value cache grows by when full (incremental decoding)
@@ -223,6 +226,12 @@ class RotaryMultiheadAttention(MultiheadAttention):
         saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
         prev_key = saved.get("prev_key")
         past = 0 if prev_key is None else prev_key.size(2)
+        if (tgt_len == 1 and incremental_state is not None and not plain and key_padding_mask is None
+                and attn_mask is None and saved.get("prev_key_padding_mask") is None):
+            out = self._decoding_step(query, saved, past)
+            if out is not None:
+                self._set_input_buffer(incremental_state, saved)
+                return out, None
         padding = self._full_padding_mask(saved.get("prev_key_padding_mask"), key_padding_mask, bsz, past, tgt_len, query.device)
 
         # eq. 34: q and k rotated by their positions past .. past+T-1, once; cached keys stay rotated
@@ -241,7 +250,40 @@ class RotaryMultiheadAttention(MultiheadAttention):
         attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
         return self._merge_heads(attn), None
 
-    # -- key/value cache (incremental decoding) -----------------------------------------
+    # -- incremental decoding: one step, the key/value cache -----------------------------
+
+    def _decoding_step(self, query: Tensor, saved, past: int) -> Optional[Tensor]:
+        """A beam search step on a CPU: one new token (1 x B x C) at position ``past``, nothing
+        masked, in evaluation without gradients, where the complex rotation applies (float32,
+        interleaved, all channels). The fast path's arithmetic in as few operations as it takes
+        (per-operation overhead is most of a step's cost on a CPU): one GEMM for q, k and v, one
+        complex product rotating q and k and scaling q, k and v copied into the cache, two batched
+        GEMMs for the attention (they beat SDPA's CPU kernel for one query). Returns the output, or
+        None where a condition does not hold (the general path then runs)."""
+        if (query.device.type != "cpu" or torch.is_grad_enabled() or self.positions is not None
+                or (self.training or self.dropout_module.apply_during_inference) and self.dropout_module.p > 0):
+            return None
+        stacked = self._in_proj()
+        if stacked is None:
+            return None
+        _, bsz, embed_dim = query.shape
+        H, D = self.num_heads, self.head_dim
+        qkv = F.linear(query, *stacked).view(bsz, 3, H, D)
+        if not complex_applies(qkv, self.rotary):
+            return None
+        qkv = apply_rotary_complex(qkv, self.rotary.qkv_rotation(past + 1, self.scaling)[past, 0])  # B x 3 x H x D
+        key_cache, value_cache = saved.get("key_cache"), saved.get("value_cache")
+        if key_cache is not None and past < key_cache.size(2):  # beam search's reorder grew a full cache
+            key_cache.select(2, past).copy_(qkv[:, 1])
+            value_cache.select(2, past).copy_(qkv[:, 2])
+            k, v = key_cache.narrow(2, 0, past + 1), value_cache.narrow(2, 0, past + 1)
+        else:
+            k, v = self._append_to_cache(saved, qkv[:, 1, :, None], qkv[:, 2, :, None], past)
+        saved["prev_key"], saved["prev_value"], saved["prev_key_padding_mask"] = k, v, None
+        src_len = past + 1
+        scores = torch.bmm(qkv[:, 0].reshape(bsz * H, 1, D), k.reshape(bsz * H, src_len, D).transpose(1, 2))
+        attn = torch.bmm(F.softmax(scores, dim=-1), v.reshape(bsz * H, src_len, D))
+        return self.out_proj(attn.view(1, bsz, embed_dim))
 
     def _append_to_cache(self, saved, k: Tensor, v: Tensor, past: int) -> Tuple[Tensor, Tensor]:
         """Writes k and v (B x H x T x D) at positions past .. past+T-1 of the caches in ``saved``
@@ -272,11 +314,12 @@ class RotaryMultiheadAttention(MultiheadAttention):
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         """Beam search's reorder (and selection) of the sentences in the cache: the cached keys are
         index_selected into a spare buffer, which becomes the key cache, and the old key cache
-        becomes the spare; the same for the values. One spare per incremental state
-        (``incremental_state[SPARE]``), shared by all layers, which reorder one after the other:
-        the caches then take about as much memory as fairseq's concatenated keys and values at
-        their peak (one layer's more than all of them), and nothing is allocated while the number
-        of sentences and the capacity stay the same."""
+        becomes the spare; the same for the values. A full cache is grown here, by CACHE_STEP
+        positions, so that the next step's key fits: the reorder's copy is the growth's copy too.
+        One spare per incremental state (``incremental_state[SPARE]``), shared by all layers, which
+        reorder one after the other: the caches then take about as much memory as fairseq's
+        concatenated keys and values at their peak (one layer's more than all of them), and
+        nothing is allocated while the number of sentences and the capacity stay the same."""
         saved = self._get_input_buffer(incremental_state)
         if saved.get("key_cache") is None:  # nothing cached yet, or linear attention's state
             return super().reorder_incremental_state(incremental_state, new_order)
@@ -284,10 +327,17 @@ class RotaryMultiheadAttention(MultiheadAttention):
         shared = incremental_state.setdefault(SPARE, {})
         for name, prev in (("key_cache", "prev_key"), ("value_cache", "prev_value")):
             cache, spare = saved[name], shared.get("spare")
-            shape = (len(new_order), *cache.shape[1:])
-            if spare is None or spare.shape != shape or spare.dtype != cache.dtype or spare.device != cache.device:
-                spare = cache.new_empty(shape)
-            saved[prev] = torch.index_select(cache.narrow(2, 0, past), 0, new_order, out=spare.narrow(2, 0, past))
+            _, heads, capacity, dim = cache.shape
+            if past == capacity:
+                capacity += CACHE_STEP
+            if spare is None or spare.shape != (len(new_order), heads, capacity, dim) or spare.dtype != cache.dtype \
+                    or spare.device != cache.device:
+                spare = cache.new_empty(len(new_order), heads, capacity, dim)
+            if capacity == cache.size(2):  # whole rows: one contiguous copy, as quick as of `past` positions
+                torch.index_select(cache, 0, new_order, out=spare)
+            else:
+                torch.index_select(cache, 0, new_order, out=spare.narrow(2, 0, past))
+            saved[prev] = spare.narrow(2, 0, past)
             saved[name], shared["spare"] = spare, cache
         if saved.get("prev_key_padding_mask") is not None:
             saved["prev_key_padding_mask"] = saved["prev_key_padding_mask"].index_select(0, new_order)

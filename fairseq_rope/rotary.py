@@ -80,7 +80,7 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos_cached", torch.empty(0, dim), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0, dim), persistent=False)
         self.register_buffer("rotation_cached", torch.empty(0, dim // 2, 2), persistent=False)
-        self._qkv_rotation = None  # rotate_qkv's table, made from rotation_cached when needed
+        self._qkv_rotation = {}  # qkv_rotation's tables, one per q_scale, made from rotation_cached when needed
 
     def extra_repr(self):
         scaling = "" if self.scaling == "none" else f", scaling={self.scaling}, factor={self.factor:g}" + (
@@ -123,14 +123,14 @@ class RotaryEmbedding(nn.Module):
             cos, sin = torch.cat((cos, cos), -1), torch.cat((-sin, sin), -1)
         self.cos_cached = cos.to(device=device, dtype=dtype)
         self.sin_cached = sin.to(device=device, dtype=dtype)
-        self._qkv_rotation = None
+        self._qkv_rotation = {}
 
     def _apply(self, fn, *args, **kwargs):
         """After .half()/.float()/.to(dtype) the cache is emptied and regrown from float64 angles,
         so that float32 after float16 has float32 accuracy again."""
         dtype = self.cos_cached.dtype
         super()._apply(fn, *args, **kwargs)
-        self._qkv_rotation = None
+        self._qkv_rotation = {}
         if self.cos_cached.dtype != dtype:
             self.cos_cached, self.sin_cached, self.rotation_cached = (
                 t[:0] for t in (self.cos_cached, self.sin_cached, self.rotation_cached))
@@ -153,21 +153,29 @@ class RotaryEmbedding(nn.Module):
         cos, sin = self.cos_sin(start, end, x.dtype)
         return apply_rotary(x, cos, sin, self.layout)
 
+    def qkv_rotation(self, end: int, q_scale: float = 1.0) -> torch.Tensor:
+        """(q_scale e^{i m theta}, e^{i m theta}, 1) for positions m < end and beyond, complex,
+        L x 1 x 3 x 1 x C/2: what q, k and v are multiplied by in the complex form (:meth:`rotate_qkv`;
+        the attention's decoding step folds its 1/sqrt(d) into q's with ``q_scale``). Made once per
+        q_scale from the cache and kept until the cache grows or moves."""
+        table = self._qkv_rotation.get(q_scale)
+        if table is None or table.size(0) < end:
+            self._grow(end)  # (empties _qkv_rotation when it grows)
+            e = torch.view_as_complex(self.rotation_cached)
+            table = torch.stack((e * q_scale, e, torch.ones_like(e)), 1)[:, None, :, None]
+            self._qkv_rotation[q_scale] = table
+        return table
+
     def rotate_qkv(self, qkv: torch.Tensor, start: int = 0, fast: bool = False):
         """q, k, v of ``qkv`` (T x B x 3 x H x C, as one projection of fairseq's T x B x C input gives
         them, positions along the first axis), q and k rotated as by :meth:`rotate`, v unchanged; each
         T x B x H x C. ``fast`` where the complex form applies: one complex product of all three with
-        (e^{i m theta}, e^{i m theta}, 1) (v times 1 is v, exactly), which costs fewer operations than
-        separating v first; in a decoding step, per-operation overhead is most of the rotation's cost.
-        Otherwise q and k are rotated in one call."""
+        :meth:`qkv_rotation` (v times 1 is v, exactly), which costs fewer operations than separating v
+        first; in a decoding step, per-operation overhead is most of the rotation's cost. Otherwise q
+        and k are rotated in one call."""
         end = start + qkv.size(0)
         if fast and complex_applies(qkv, self):
-            table = self._qkv_rotation  # L x 1 x 3 x 1 x C/2
-            if table is None or table.size(0) < end:
-                self._grow(end)
-                e = torch.view_as_complex(self.rotation_cached)
-                table = self._qkv_rotation = torch.stack((e, e, torch.ones_like(e)), 1)[:, None, :, None]
-            return apply_rotary_complex(qkv, table[start:end]).unbind(2)
+            return apply_rotary_complex(qkv, self.qkv_rotation(end)[start:end]).unbind(2)
         qk, v = qkv.split([2, 1], dim=2)  # split, not indexing: its backward is one cat, not zero-filled copies
         cos, sin = (t.view(-1, 1, 1, 1, t.size(-1)) for t in self.cos_sin(start, end, qkv.dtype))
         q, k = apply_rotary(qk, cos, sin, self.layout).unbind(2)
@@ -222,13 +230,12 @@ def complex_applies(x: torch.Tensor, rotary: RotaryEmbedding) -> bool:
         rotary.layout == "interleaved"
         and x.size(-1) == rotary.dim
         and x.dtype == rotary.rotation_cached.dtype == torch.float32
-        and x.stride(-1) == 1
         and x.storage_offset() % 2 == 0
-        and all(stride % 2 == 0 for stride in x.stride()[:-1])
+        and (x.is_contiguous() or x.stride(-1) == 1 and all(stride % 2 == 0 for stride in x.stride()[:-1]))
     )
 
 
 def apply_rotary_complex(x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
     """Eq. 34 for the interleaved layout as (x_{2i-1} + i x_{2i}) * e^{i m theta_i}: a view of ``x``
     as complex numbers times ``rotation`` (broadcast over x): the same values as :func:`apply_rotary`."""
-    return torch.view_as_real(torch.view_as_complex(x.unflatten(-1, (-1, 2))) * rotation).flatten(-2)
+    return torch.view_as_real(torch.view_as_complex(x.view(*x.shape[:-1], -1, 2)) * rotation).flatten(-2)

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from conftest import random_tokens
 
+import fairseq_rope.attention as attention_module
 from fairseq_rope.attention import CACHE_STEP, SPARE, RotaryMultiheadAttention
 from fairseq_rope.rotary import RotaryEmbedding, complex_applies
 
@@ -91,13 +92,17 @@ def test_fast_path_fuses_projections_and_rotates_q_and_k_in_one_call(monkeypatch
     attn(x, x, x, attn_mask=masks()["causal"][0], need_weights=False)
     assert [tuple(w.shape) for w in calls["linear"]] == [(3 * C, C), (C, C)]  # q/k/v in one, out_proj
     assert calls["linear"][0].requires_grad and calls["rotate"] == [(T, B, 3, H, C // H)]
-    for grad in (True, False):
+    complex_product = attention_module.apply_rotary_complex
+    monkeypatch.setattr(attention_module, "apply_rotary_complex",
+                        lambda x, *a: calls["rotate"].append(tuple(x.shape)) or complex_product(x, *a))
+    for grad in (True, False):  # with gradients the general path; without, _decoding_step
         calls.update(linear=[], rotate=[])
         step = x[:1]
         with torch.set_grad_enabled(grad):
             attn(step, step, step, incremental_state={}, need_weights=False)
         weight = calls["linear"][0]
-        assert tuple(weight.shape) == (3 * C, C) and calls["rotate"] == [(1, B, 3, H, C // H)]
+        assert tuple(weight.shape) == (3 * C, C)
+        assert calls["rotate"] == [(1, B, 3, H, C // H)] if grad else [(B, 3, H, C // H)]
         assert (weight.data_ptr() == attn.q_proj.weight.data_ptr()) is not grad  # no copy without gradients
 
 
@@ -212,6 +217,27 @@ def test_key_value_cache_written_in_place_through_growth_and_beam_reorders():
     assert saved["prev_key"].shape == (4, H, 70, C // H)
 
 
+def test_beam_reorder_grows_a_full_cache_so_that_no_step_allocates():
+    """With a reorder before every step, as in beam search, a full cache is grown by the reorder's
+    copy: every step writes into the buffers the reorder left, through two growths."""
+    attn = attention().eval()
+    after_reorder, reorder = [], attn.reorder_incremental_state
+
+    def reorder_and_record(state, order):
+        reorder(state, order)
+        saved = attn._get_input_buffer(state)
+        after_reorder.append((saved["key_cache"].data_ptr(), saved["value_cache"].data_ptr()))
+
+    attn.reorder_incremental_state = reorder_and_record
+    g = torch.Generator().manual_seed(3)
+    steps = 2 * CACHE_STEP + 3
+    reorders = {t: torch.randint(0, B, (B,), generator=g).tolist() for t in range(1, steps)}
+    with torch.no_grad():
+        _, caches = decode(attn, steps, B, reorders)
+    assert [(k.data_ptr(), v.data_ptr()) for k, v in caches[1:]] == after_reorder
+    assert [k.size(2) for k, _ in caches] == [CACHE_STEP * (1 + t // CACHE_STEP) for t in range(steps)]
+
+
 def test_layers_share_one_spare_buffer():
     """Two layers decoding into one incremental state, the beams reordered at every step: their four
     caches (keys and values) and the one spare of the state rotate among five buffers, nothing else
@@ -323,13 +349,17 @@ def test_rotate_qkv_rotates_q_and_k_and_leaves_v_exactly(rotary, dtype):
 def test_rotate_qkv_table_follows_the_cache():
     """rotate_qkv's complex table is made again from the cache when the cache moves (.to(device):
     here the meta device, where a stale CPU table would fail) and when it grows (checked by editing
-    the grown cache to the identity rotation)."""
+    the grown cache to the identity rotation), and only then."""
     rotary, x = RotaryEmbedding(8), torch.randn(5, 2, 3, 1, 8)  # T x B x 3 x H x C
     rotary.rotate_qkv(x, 0, fast=True)
     rotary.to("meta")
     assert all(t.is_meta for t in rotary.rotate_qkv(x.to("meta"), 0, fast=True))
     rotary = RotaryEmbedding(8)
     rotary.rotate_qkv(x, 0, fast=True)
+    table = rotary.qkv_rotation(8)
+    assert rotary.qkv_rotation(8, q_scale=0.5) is not table
+    rotary.rotate_qkv(x, 3, fast=True)
+    assert rotary.qkv_rotation(8) is table and rotary.qkv_rotation(8, 0.5) is rotary.qkv_rotation(4, 0.5)  # kept
     rotary._grow(70)
     rotary.rotation_cached.copy_(torch.tensor([1.0, 0.0]))
     q, k, v = rotary.rotate_qkv(x, 0, fast=True)
