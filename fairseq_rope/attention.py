@@ -21,9 +21,10 @@ kept equal (outputs and gradients) by tests/test_speed_paths.py:
   * plain (``self.fast = False``, or whenever the caller asks for attention weights:
     ``need_weights``, ``before_softmax``): three projections, q then k rotated, and the score
     matrix formed explicitly.
-A beam search step on a CPU (one new token, nothing masked, no gradients) takes the fast path's
-arithmetic with the fewest operations (``_decoding_step``): q's 1/sqrt(d) folded into its rotation,
-k and v copied straight into the cache, no reshapes to SDPA's layout.
+A beam search step on a CPU (one new token, nothing masked, no gradients; any dtype, layout and
+--rope-dim) takes the fast path's arithmetic with the fewest operations (``_decoding_step``): in
+float32 q's 1/sqrt(d) folded into its complex rotation, k and v copied straight into the cache, no
+reshapes to SDPA's layout.
 
 With ``rope_attention="linear"`` (``--rope-attention linear``) the module computes eq. 19 instead,
 RoPE with linear attention (:mod:`fairseq_rope.linear_attention`), with its own incremental state.
@@ -254,12 +255,13 @@ class RotaryMultiheadAttention(MultiheadAttention):
 
     def _decoding_step(self, query: Tensor, saved, past: int) -> Optional[Tensor]:
         """A beam search step on a CPU: one new token (1 x B x C) at position ``past``, nothing
-        masked, in evaluation without gradients, where the complex rotation applies (float32,
-        interleaved, all channels). The fast path's arithmetic in as few operations as it takes
-        (per-operation overhead is most of a step's cost on a CPU): one GEMM for q, k and v, one
-        complex product rotating q and k and scaling q, k and v copied into the cache, two batched
-        GEMMs for the attention (they beat SDPA's CPU kernel for one query). Returns the output, or
-        None where a condition does not hold (the general path then runs)."""
+        masked, in evaluation without gradients. The fast path's arithmetic in as few operations as
+        it takes (per-operation overhead is most of a step's cost on a CPU): one GEMM for q, k and
+        v; where the complex rotation applies (float32, interleaved, all channels) one complex
+        product rotating q and k and scaling q, otherwise eq. 34 on q and k as the general path
+        does it; k and v copied into the cache; two batched GEMMs for the attention (they beat
+        SDPA's CPU kernel for one query). Returns the output, or None where a condition does not
+        hold, decided before any work (the general path then runs)."""
         if (query.device.type != "cpu" or torch.is_grad_enabled() or self.positions is not None
                 or (self.training or self.dropout_module.apply_during_inference) and self.dropout_module.p > 0):
             return None
@@ -269,19 +271,21 @@ class RotaryMultiheadAttention(MultiheadAttention):
         _, bsz, embed_dim = query.shape
         H, D = self.num_heads, self.head_dim
         qkv = F.linear(query, *stacked).view(bsz, 3, H, D)
-        if not complex_applies(qkv, self.rotary):
-            return None
-        qkv = apply_rotary_complex(qkv, self.rotary.qkv_rotation(past + 1, self.scaling)[past, 0])  # B x 3 x H x D
+        if complex_applies(qkv, self.rotary):  # B x H x D each, q times 1/sqrt(d)
+            q, k, v = apply_rotary_complex(qkv, self.rotary.qkv_rotation(past + 1, self.scaling)[past, 0]).unbind(1)
+        else:  # bfloat16/float16, the half layout, a partial --rope-dim
+            q, k, v = (t[0] for t in self.rotary.rotate_qkv(qkv[None], past))
+            q = q * self.scaling
         key_cache, value_cache = saved.get("key_cache"), saved.get("value_cache")
         if key_cache is not None and past < key_cache.size(2):  # beam search's reorder grew a full cache
-            key_cache.select(2, past).copy_(qkv[:, 1])
-            value_cache.select(2, past).copy_(qkv[:, 2])
+            key_cache.select(2, past).copy_(k)
+            value_cache.select(2, past).copy_(v)
             k, v = key_cache.narrow(2, 0, past + 1), value_cache.narrow(2, 0, past + 1)
         else:
-            k, v = self._append_to_cache(saved, qkv[:, 1, :, None], qkv[:, 2, :, None], past)
+            k, v = self._append_to_cache(saved, k[:, :, None], v[:, :, None], past)
         saved["prev_key"], saved["prev_value"], saved["prev_key_padding_mask"] = k, v, None
         src_len = past + 1
-        scores = torch.bmm(qkv[:, 0].reshape(bsz * H, 1, D), k.reshape(bsz * H, src_len, D).transpose(1, 2))
+        scores = torch.bmm(q.reshape(bsz * H, 1, D), k.reshape(bsz * H, src_len, D).transpose(1, 2))
         attn = torch.bmm(F.softmax(scores, dim=-1), v.reshape(bsz * H, src_len, D))
         return self.out_proj(attn.view(1, bsz, embed_dim))
 

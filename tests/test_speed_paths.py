@@ -217,6 +217,41 @@ def test_key_value_cache_written_in_place_through_growth_and_beam_reorders():
     assert saved["prev_key"].shape == (4, H, 70, C // H)
 
 
+@pytest.mark.parametrize("dtype, kwargs", [(torch.float32, {}), (torch.float32, {"rope_layout": "half"}),
+                                           (torch.float32, {"rope_dim": 4}), (torch.bfloat16, {})],
+                         ids=["complex", "half layout", "partial rope-dim", "bf16"])
+def test_decoding_step_projects_once_in_every_setting_and_equals_the_general_path(monkeypatch, dtype, kwargs):
+    """Without gradients every decoding step takes _decoding_step, whatever the dtype, layout and
+    --rope-dim: exactly one GEMM for q, k and v and one for out_proj per step (no projection
+    thrown away on a condition found after it), with beam reorders and a cache growth on the way.
+    Its outputs equal the general path's (_decoding_step switched off): bit for bit where both
+    rotate by eq. 34, within float32 rounding where the complex product also scales q."""
+    attn = attention(**kwargs).eval().to(dtype)
+    steps, reorders = CACHE_STEP + 3, {4: [2, 0, 0], 9: [1, 1, 2], CACHE_STEP: [0, 2, 1]}
+    g = torch.Generator().manual_seed(4)
+    xs = [torch.randn(1, B, C, generator=g).to(dtype) for _ in range(steps)]
+
+    def outputs(lean):
+        attn._decoding_step = RotaryMultiheadAttention._decoding_step.__get__(attn) if lean else lambda *a: None
+        state, out, gemms = {}, [], []
+        linear = F.linear
+        monkeypatch.setattr(F, "linear", lambda x, w, *a: gemms.append(tuple(w.shape)) or linear(x, w, *a))
+        with torch.no_grad():
+            for t, x in enumerate(xs):
+                if t in reorders:
+                    attn.reorder_incremental_state(state, torch.tensor(reorders[t]))
+                out.append(attn(x, x, x, incremental_state=state, need_weights=False)[0])
+        monkeypatch.setattr(F, "linear", linear)
+        return torch.cat(out), gemms
+
+    lean, gemms = outputs(True)
+    assert gemms == [(3 * C, C), (C, C)] * steps
+    general, _ = outputs(False)
+    assert lean.dtype == dtype
+    exact = not complex_applies(torch.zeros(B, 3, H, C // H, dtype=dtype), attn.rotary)
+    torch.testing.assert_close(lean, general, rtol=0 if exact else 1e-6, atol=0 if exact else 1e-6)
+
+
 def test_beam_reorder_grows_a_full_cache_so_that_no_step_allocates():
     """With a reorder before every step, as in beam search, a full cache is grown by the reorder's
     copy: every step writes into the buffers the reorder left, through two growths."""
