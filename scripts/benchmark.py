@@ -20,6 +20,8 @@ What is measured:
   * speed ratios rope/baseline, two ways: of the medians over rounds, and "paired": the median
     over all (round, batch) pairs of baseline time / rope time, each pair run back to back. The
     paired ratio is the one robust to other jobs on the machine; the targets are judged on it.
+    Beside it, a 95% bootstrap interval of that median (the pairs resampled with replacement):
+    where a target lies inside it, the run cannot tell whether the target is met.
     Process CPU time is recorded beside wall time and paired the same way.
   * peak memory: a fresh subprocess per (model, phase) builds only that model, runs the
     smallest batch as a warm-up (Adam state, allocator and kernel caches), then the largest.
@@ -274,17 +276,27 @@ def interleaved(benches, step, batches, args):
     return times
 
 
+def median_interval(ratios, level=0.95, resamples=2000, seed=0):
+    """A bootstrap interval of the median of ``ratios``: the (1 - level)/2 and (1 + level)/2
+    quantiles of the medians of ``resamples`` samples of as many ratios, drawn with replacement."""
+    x = np.asarray(ratios, dtype=float)
+    draws = np.random.default_rng(seed).integers(0, len(x), (resamples, len(x)))
+    low, high = np.quantile(np.median(x[draws], axis=1), [(1 - level) / 2, (1 + level) / 2])
+    return [float(low), float(high)]
+
+
 def summarise(times, n_batches, amount):
-    """amount per second of the median round, per model, and the paired speed ratios rope/baseline."""
+    """amount per second of the median round, per model; the paired speed ratios rope/baseline,
+    and their 95% intervals (:func:`median_interval`)."""
     out = {}
     for name, t in times.items():
         rounds = [sum(t["wall"][k:k + n_batches]) for k in range(0, len(t["wall"]), n_batches)]
         out[name] = {"per_s": amount / statistics.median(rounds), "rounds_s": rounds,
                      "cpu_per_s": amount / statistics.median(
                          sum(t["cpu"][k:k + n_batches]) for k in range(0, len(t["cpu"]), n_batches))}
-    paired = {clock: statistics.median(b / r for b, r in zip(times["baseline"][clock], times["rope"][clock]))
-              for clock in ("wall", "cpu")}
-    return out, paired
+    ratios = {clock: [b / r for b, r in zip(times["baseline"][clock], times["rope"][clock])] for clock in ("wall", "cpu")}
+    paired = {clock: statistics.median(r) for clock, r in ratios.items()}
+    return out, paired, {clock: median_interval(r) for clock, r in ratios.items()}
 
 
 def train_flops(bench, batches):
@@ -449,17 +461,22 @@ ROWS = [  # label, key, format, scale
 
 def verdict(report, key):
     target = report["targets"].get(key)
-    return f"{target['op']} {target['target']:.2f}: {'met' if target['met'] else 'NOT met'}" if target else ""
+    if not target:
+        return ""
+    low, high = target.get("interval", (None, None))
+    unsure = ", inside the 95% interval" if low is not None and low <= target["target"] <= high else ""
+    return f"{target['op']} {target['target']:.2f}: {'met' if target['met'] else 'NOT met'}{unsure}"
 
 
 def markdown(report):
-    res, ratios, paired = report["results"], report["ratios"], report["paired_ratios"]
-    out = ["| metric | transformer | rope_transformer | rope / transformer (medians) | paired | target (on paired for speed) |",
+    res, ratios, paired, intervals = report["results"], report["ratios"], report["paired_ratios"], report["paired_intervals"]
+    out = ["| metric | transformer | rope_transformer | rope / transformer (medians) | paired (95% interval) "
+           "| target (on paired for speed) |",
            "|---|---:|---:|---:|---:|---|"]
     for label, key, fmt, scale in ROWS:
         if key in res["baseline"]:
             cells = [fmt.format(res[m][key] * scale) for m in MODELS]
-            pair = f"{paired[key]:.3f}" if key in paired else ""
+            pair = f"{paired[key]:.3f} ({intervals[key][0]:.3f}-{intervals[key][1]:.3f})" if key in paired else ""
             out.append(f"| {label} | {cells[0]} | {cells[1]} | {ratios[key]:.3f} | {pair} | {verdict(report, key)} |")
     rot = report.get("rotation")
     if rot:
@@ -509,12 +526,13 @@ def main(argv=None):
                       train_batch_shapes=[[*s["net_input"]["src_tokens"].shape, s["target"].size(1)] for s in train],
                       gen_batch_shapes=[[*s["net_input"]["src_tokens"].shape, forced_length(s)] for s in gen])
         report = {"command": "python scripts/benchmark.py " + shlex.join(argv), "machine": machine(args),
-                  "config": config, "results": res, "paired_ratios": {}}
+                  "config": config, "results": res, "paired_ratios": {}, "paired_intervals": {}}
 
         if "train" not in args.skip:
             print(f"training: {len(train)} batches, {n_target} target tokens per round", file=sys.stderr)
-            speed, paired = summarise(interleaved(benches, Bench.train_step, train, args), len(train), n_target)
+            speed, paired, intervals = summarise(interleaved(benches, Bench.train_step, train, args), len(train), n_target)
             report["paired_ratios"].update(train_tokens_per_s=paired["wall"], train_tokens_per_cpu_s=paired["cpu"])
+            report["paired_intervals"].update(train_tokens_per_s=intervals["wall"], train_tokens_per_cpu_s=intervals["cpu"])
             for which, bench in benches.items():
                 seconds = n_target / speed[which]["per_s"]
                 res[which].update(train_tokens_per_s=speed[which]["per_s"], train_tokens_per_cpu_s=speed[which]["cpu_per_s"],
@@ -534,8 +552,9 @@ def main(argv=None):
             n_sent = sum(s["nsentences"] for s in gen)
             tokens = {w: sum(b.generate(s) for s in gen) for w, b in benches.items()}  # a first warm-up, too
             print(f"generation: {n_sent} sentences", file=sys.stderr)
-            speed, paired = summarise(interleaved(benches, Bench.generate, gen, args), len(gen), n_sent)
+            speed, paired, intervals = summarise(interleaved(benches, Bench.generate, gen, args), len(gen), n_sent)
             report["paired_ratios"].update(gen_sentences_per_s=paired["wall"], gen_sentences_per_cpu_s=paired["cpu"])
+            report["paired_intervals"].update(gen_sentences_per_s=intervals["wall"], gen_sentences_per_cpu_s=intervals["cpu"])
             for which in MODELS:
                 res[which].update(gen_sentences_per_s=speed[which]["per_s"], gen_sentences_per_cpu_s=speed[which]["cpu_per_s"],
                                   gen_rounds_s=speed[which]["rounds_s"],
@@ -557,6 +576,8 @@ def main(argv=None):
             target = cuda_target if cuda else cpu_target
             report["targets"][key] = {"op": op, "target": target, "value": value,
                                       "met": value >= target if op == ">=" else value <= target}
+            if key in report["paired_intervals"]:
+                report["targets"][key]["interval"] = report["paired_intervals"][key]
     table = markdown(report)
     for path, text in ((args.out_json, json.dumps(report, indent=1)),
                        (args.out_md, f"# rope_transformer vs transformer, {args.device}\n\n{table}")):
@@ -565,9 +586,10 @@ def main(argv=None):
             with open(path, "w") as f:
                 f.write(text + "\n")
     print(table)
-    print("ratios rope/baseline (medians; paired; target):")
+    print("ratios rope/baseline (medians; paired, its 95% interval; target):")
     for key, value in report["ratios"].items():
-        pair = f"  paired {report['paired_ratios'][key]:.3f}" if key in report["paired_ratios"] else ""
+        pair = (f"  paired {report['paired_ratios'][key]:.3f} ({report['paired_intervals'][key][0]:.3f}-"
+                f"{report['paired_intervals'][key][1]:.3f})" if key in report["paired_ratios"] else "")
         print(f"  {key:26s} {value:.3f}{pair}  {verdict(report, key)}")
     return report
 
