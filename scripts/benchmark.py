@@ -299,6 +299,12 @@ def summarise(times, n_batches, amount):
     return out, paired, {clock: median_interval(r) for clock, r in ratios.items()}
 
 
+def record_paired(report, wall_key, cpu_key, paired, intervals):
+    """Files summarise's paired ratios and intervals of wall and CPU time under the report's keys."""
+    for clock, key in (("wall", wall_key), ("cpu", cpu_key)):
+        report["paired_ratios"][key], report["paired_intervals"][key] = paired[clock], intervals[clock]
+
+
 def train_flops(bench, batches):
     """The module docstring's formula, summed over the batches."""
     model, cfg = bench.model, bench.model.cfg
@@ -530,9 +536,8 @@ def main(argv=None):
 
         if "train" not in args.skip:
             print(f"training: {len(train)} batches, {n_target} target tokens per round", file=sys.stderr)
-            speed, paired, intervals = summarise(interleaved(benches, Bench.train_step, train, args), len(train), n_target)
-            report["paired_ratios"].update(train_tokens_per_s=paired["wall"], train_tokens_per_cpu_s=paired["cpu"])
-            report["paired_intervals"].update(train_tokens_per_s=intervals["wall"], train_tokens_per_cpu_s=intervals["cpu"])
+            speed, *pairs = summarise(interleaved(benches, Bench.train_step, train, args), len(train), n_target)
+            record_paired(report, "train_tokens_per_s", "train_tokens_per_cpu_s", *pairs)
             for which, bench in benches.items():
                 seconds = n_target / speed[which]["per_s"]
                 res[which].update(train_tokens_per_s=speed[which]["per_s"], train_tokens_per_cpu_s=speed[which]["cpu_per_s"],
@@ -552,9 +557,8 @@ def main(argv=None):
             n_sent = sum(s["nsentences"] for s in gen)
             tokens = {w: sum(b.generate(s) for s in gen) for w, b in benches.items()}  # a first warm-up, too
             print(f"generation: {n_sent} sentences", file=sys.stderr)
-            speed, paired, intervals = summarise(interleaved(benches, Bench.generate, gen, args), len(gen), n_sent)
-            report["paired_ratios"].update(gen_sentences_per_s=paired["wall"], gen_sentences_per_cpu_s=paired["cpu"])
-            report["paired_intervals"].update(gen_sentences_per_s=intervals["wall"], gen_sentences_per_cpu_s=intervals["cpu"])
+            speed, *pairs = summarise(interleaved(benches, Bench.generate, gen, args), len(gen), n_sent)
+            record_paired(report, "gen_sentences_per_s", "gen_sentences_per_cpu_s", *pairs)
             for which in MODELS:
                 res[which].update(gen_sentences_per_s=speed[which]["per_s"], gen_sentences_per_cpu_s=speed[which]["cpu_per_s"],
                                   gen_rounds_s=speed[which]["rounds_s"],
