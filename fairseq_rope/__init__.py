@@ -36,5 +36,7 @@ allow_fairseq_checkpoints()
 
 from .attention import RotaryMultiheadAttention  # noqa: E402,F401
 from .model import RoPETransformerModel  # noqa: E402,F401
+from .linear_attention import RotaryLinearAttention  # noqa: E402,F401
+from .options import RopeOptions  # noqa: E402,F401
 from .rotary import RotaryEmbedding, apply_rotary  # noqa: E402,F401
 from .task import ResumableTranslationTask  # noqa: E402,F401

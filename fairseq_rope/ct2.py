@@ -50,6 +50,7 @@ from ctranslate2.converters.converter import Converter
 from ctranslate2.specs import transformer_spec
 
 from .checkpoints import load_checkpoint
+from .options import RopeOptions
 
 METADATA = "fairseq_rope_ct2.json"
 SUPPORTED_MODELS = ("rope_transformer", "transformer")
@@ -87,10 +88,11 @@ def check_exportable(args, model_name):
             problems.append("--add-token-positional-embeddings: CTranslate2 skips additive positions "
                             "in layers with rotary self-attention")
         # (--rope-random-positions acts in training only: such a model decodes as any other)
-        for option, default in (("rope_attention", "softmax"), ("rope_scaling", "none")):
-            value = getattr(args, option, default)
-            if value != default:
-                problems.append(f"--{option.replace('_', '-')} {value}: not exported (only {default})")
+        options, default = RopeOptions.from_args(args), RopeOptions()
+        for field in ("attention", "scaling"):
+            value = getattr(options, field)
+            if value != getattr(default, field):
+                problems.append(f"--rope-{field} {value}: not exported (only {getattr(default, field)})")
     elif getattr(args, "no_token_positional_embeddings", False):
         problems.append("--no-token-positional-embeddings: a transformer without positions has no CTranslate2 spec")
     if problems:
@@ -111,8 +113,9 @@ def model_spec(args, model) -> transformer_spec.TransformerSpec:
     """The CTranslate2 spec of a loaded fairseq ``transformer`` or ``rope_transformer`` model."""
     rotary = {}
     if hasattr(args, "rope_theta"):
-        rotary = dict(rotary_dim=args.rope_dim or 0, rotary_interleave=args.rope_layout == "interleaved",
-                      rotary_base=float(args.rope_theta))
+        options = RopeOptions.from_args(args)
+        rotary = dict(rotary_dim=options.dim or 0, rotary_interleave=options.layout == "interleaved",
+                      rotary_base=float(options.theta))
     activation = ct2_fairseq._SUPPORTED_ACTIVATIONS[getattr(args, "activation_fn", "relu")]
     encoder, decoder = model.encoder, model.decoder
     encoder_spec = transformer_spec.TransformerEncoderSpec(

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .attention import RotaryMultiheadAttention
 from .rotary import RotaryEmbedding
 
 EPS = 1e-6  # added to the denominator sum_n phi(q_m)^T phi(k_n)
@@ -76,7 +77,7 @@ def rope_linear_attention(
             padded = padding.t()[:, :, None, None]  # T x B x 1 x 1
             phi_k, v = phi_k.masked_fill(padded, 0.0), v.masked_fill(padded, 0.0)
         phi_q, phi_k, v = (x.permute(1, 2, 0, 3) for x in (phi_q, phi_k, v))  # B x H x T x d
-        rot_q, rot_k = rotary.rotate(phi_q, past, fast=True), rotary.rotate(phi_k, past, fast=True)
+        rot_q, rot_k = rotary.rotate(phi_q, past), rotary.rotate(phi_k, past)
         if causal:
             out, new_state = _causal(phi_q, phi_k, rot_q, rot_k, v, state, min(chunk, q.size(0)))
         else:
@@ -109,3 +110,39 @@ def _causal(phi_q, phi_k, rot_q, rot_k, v, state, chunk):
     within = (rot_q @ rot_k.transpose(3, 4)).tril_()  # n <= m inside the chunk
     num = (within @ v + rot_q @ (S - chunk_S)).flatten(2, 3)[:, :, :T]
     return num / (den + EPS), (S[:, :, -1], z[:, :, -1])
+
+
+class RotaryLinearAttention(RotaryMultiheadAttention):
+    """Self-attention by eq. 19 (``--rope-attention linear``): the parameters, options and checks of
+    :class:`~fairseq_rope.attention.RotaryMultiheadAttention`, a forward of its own. Causal in a
+    ``causal`` layer given the decoder's future mask, over all keys otherwise (encoder, or one
+    decoding step). Returns (output, None): no attention weights are formed, so none can be
+    returned (fairseq's layers ask self-attention for none), and there is no attention dropout.
+
+    Incremental state: ``linear_S`` (B x H x d x d, sum of R_n phi(k_n) v_n^T), ``linear_z``
+    (B x H x d, sum of phi(k_n)) and ``linear_length`` (B, the tokens seen, i.e. the next
+    position), all batch-first, so that fairseq's ``reorder_incremental_state`` reorders them."""
+
+    chunk = CHUNK  # positions per chunk of the causal prefix sums
+
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=True,
+                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
+        self.check_self_attention(query, key, value, static_kv, incremental_state)
+        if before_softmax:
+            raise ValueError("--rope-attention linear forms no attention scores: before_softmax is not supported")
+        if attn_mask is not None and not self.causal:
+            raise ValueError("--rope-attention linear supports no attention mask other than the decoder's future mask")
+        T, B, _ = query.shape
+        saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
+        state, past = None, 0
+        if saved.get("linear_S") is not None:
+            state, past = (saved["linear_S"], saved["linear_z"]), int(saved["linear_length"][0])
+        q, k, v = (p(query).view(T, B, self.num_heads, self.head_dim) for p in (self.q_proj, self.k_proj, self.v_proj))
+        padding = None if key_padding_mask is None else key_padding_mask.bool()
+        attn, (S, z) = rope_linear_attention(q, k, v, self.rotary, past, padding, attn_mask is not None, state,
+                                             self.chunk)
+        if incremental_state is not None:
+            saved["linear_S"], saved["linear_z"] = S, z
+            saved["linear_length"] = torch.full((B,), past + T, dtype=torch.long, device=query.device)
+            self._set_input_buffer(incremental_state, saved)
+        return self.merge_heads(attn), None

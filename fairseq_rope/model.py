@@ -10,6 +10,7 @@ embeddings (the paper's RoFormer); ``--add-token-positional-embeddings`` restore
 """
 
 import contextlib
+import dataclasses
 import logging
 
 import torch
@@ -29,8 +30,9 @@ from fairseq.models.transformer import (
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 
-from .attention import ATTENTIONS, RotaryMultiheadAttention
-from .rotary import LAYOUTS
+from .attention import RotaryMultiheadAttention
+from .linear_attention import RotaryLinearAttention
+from .options import RopeOptions
 
 logger = logging.getLogger(__name__)
 
@@ -39,33 +41,32 @@ logger = logging.getLogger(__name__)
 UNBOUNDED_POSITIONS = 1_000_000
 
 
-def build_rotary_self_attention(embed_dim, num_heads, cfg, layer):
-    return RotaryMultiheadAttention(
-        embed_dim,
-        num_heads,
-        dropout=cfg.attention_dropout,
-        q_noise=layer.quant_noise,
-        qn_block_size=layer.quant_noise_block_size,
-        rope_theta=cfg.rope_theta,
-        rope_layout=cfg.rope_layout,
-        rope_dim=cfg.rope_dim,
-        rope_attention=cfg.rope_attention,
-        rope_scaling=cfg.rope_scaling,
-        rope_scaling_factor=cfg.rope_scaling_factor,
-        rope_original_max_positions=cfg.rope_original_max_positions,
-    )
+def rope_options(cfg) -> RopeOptions:
+    """The model's rotary options, made from ``cfg`` (fairseq's TransformerConfig of the model being
+    built, which carries the ``rope_*`` args) when the encoder is built, kept on it for the decoder."""
+    if getattr(cfg, "rope_options", None) is None:
+        cfg.rope_options = RopeOptions.from_args(cfg)
+    return cfg.rope_options
+
+
+def build_rotary_self_attention(embed_dim, num_heads, cfg, layer, causal):
+    """The self-attention of a layer: softmax or linear (eq. 19), as --rope-attention says."""
+    options = rope_options(cfg)
+    attention = RotaryLinearAttention if options.attention == "linear" else RotaryMultiheadAttention
+    return attention(embed_dim, num_heads, options, causal=causal, dropout=cfg.attention_dropout,
+                     q_noise=layer.quant_noise, qn_block_size=layer.quant_noise_block_size)
 
 
 class RoPETransformerEncoderLayer(TransformerEncoderLayerBase):
     def build_self_attention(self, embed_dim, cfg):
-        return build_rotary_self_attention(embed_dim, cfg.encoder.attention_heads, cfg, self)
+        return build_rotary_self_attention(embed_dim, cfg.encoder.attention_heads, cfg, self, causal=False)
 
 
 class RoPETransformerDecoderLayer(TransformerDecoderLayerBase):
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         if add_bias_kv or add_zero_attn:
             raise ValueError("rope_transformer: add_bias_kv/add_zero_attn are not supported in rotary self-attention")
-        return build_rotary_self_attention(embed_dim, cfg.decoder.attention_heads, cfg, self)
+        return build_rotary_self_attention(embed_dim, cfg.decoder.attention_heads, cfg, self, causal=True)
 
 
 def wrap_layer(layer, cfg):
@@ -94,7 +95,7 @@ def random_positions(coder, tokens):
     drawn from [0, N) and sorted (randomized positional encodings, Ruoss et al. 2023), the same in
     every self-attention of this forward, so that distances up to N are seen in training. In
     evaluation (and incremental decoding) positions stay the slot index."""
-    n = getattr(coder.cfg, "rope_random_positions", 0)
+    n = rope_options(coder.cfg).random_positions
     if not (coder.training and n):
         yield
         return
@@ -186,7 +187,12 @@ class RoPETransformerModel(TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         rope_defaults(args)
-        validate_rope_args(args)
+        if args.rope_attention == "linear" and getattr(args, "attention_dropout", 0.0) > 0:
+            logger.warning("--rope-attention linear forms no attention weights in self-attention: --attention-dropout "
+                           "%g applies to cross-attention only", args.attention_dropout)
+        if getattr(args, "cross_self_attention", False):
+            raise ValueError("--cross-self-attention is not supported by rope_transformer (it mixes source keys "
+                             "into the decoder's rotary self-attention)")
         return super().build_model(args, task)
 
     @classmethod
@@ -198,42 +204,12 @@ class RoPETransformerModel(TransformerModel):
         return RoPETransformerDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
 
 
-def validate_rope_args(args):
-    """Fails at model build, naming the flag and what it accepts."""
-    if not args.rope_theta > 0:
-        raise ValueError(f"--rope-theta must be > 0, got {args.rope_theta}")
-    if args.rope_layout not in LAYOUTS:
-        raise ValueError(f"--rope-layout must be one of {', '.join(LAYOUTS)}; got {args.rope_layout!r}")
-    if args.rope_attention not in ATTENTIONS:
-        raise ValueError(f"--rope-attention must be one of {', '.join(ATTENTIONS)}; got {args.rope_attention!r}")
-    if args.rope_random_positions < 0:
-        raise ValueError(f"--rope-random-positions must be >= 0 (0: off); got {args.rope_random_positions}")
-    if args.rope_random_positions and args.rope_attention == "linear":
-        raise ValueError("--rope-random-positions is not supported with --rope-attention linear")
-    if args.rope_attention == "linear" and getattr(args, "attention_dropout", 0.0) > 0:
-        logger.warning("--rope-attention linear forms no attention weights in self-attention: --attention-dropout %g "
-                       "applies to cross-attention only", args.attention_dropout)
-    for side in ("encoder", "decoder"):
-        head_dim = getattr(args, f"{side}_embed_dim") // getattr(args, f"{side}_attention_heads")
-        if args.rope_dim is not None and (args.rope_dim % 2 or not 0 < args.rope_dim <= head_dim):
-            raise ValueError(
-                f"--rope-dim must be an even number between 2 and the {side} head dim {head_dim}; got {args.rope_dim}"
-            )
-    if getattr(args, "cross_self_attention", False):
-        raise ValueError("--cross-self-attention is not supported by rope_transformer (it mixes source keys into "
-                         "the decoder's rotary self-attention)")
-
-
 def rope_defaults(args):
-    """The rotary settings; additive token positions off unless asked for."""
-    args.rope_theta = getattr(args, "rope_theta", 10000.0)
-    args.rope_layout = getattr(args, "rope_layout", "interleaved")
-    args.rope_dim = getattr(args, "rope_dim", None)
-    args.rope_attention = getattr(args, "rope_attention", "softmax")
-    args.rope_scaling = getattr(args, "rope_scaling", "none")
-    args.rope_scaling_factor = getattr(args, "rope_scaling_factor", 1.0)
-    args.rope_original_max_positions = getattr(args, "rope_original_max_positions", None)
-    args.rope_random_positions = getattr(args, "rope_random_positions", 0) or 0
+    """The rotary settings (the defaults of RopeOptions); additive token positions off unless asked for."""
+    for field in dataclasses.fields(RopeOptions):
+        name = f"rope_{field.name}"
+        if getattr(args, name, None) is None:
+            setattr(args, name, field.default)
     args.add_token_positional_embeddings = getattr(args, "add_token_positional_embeddings", False)
     if args.add_token_positional_embeddings and getattr(args, "no_token_positional_embeddings", False):
         raise ValueError("--add-token-positional-embeddings contradicts --no-token-positional-embeddings")

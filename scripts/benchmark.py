@@ -396,11 +396,9 @@ def measure_memory(argv, args):
 # -- the rotation alone ---------------------------------------------------------------
 
 def rotation_microbench(rope, batches, args, repeats=20):
-    """q, k and v of the largest training source batch (the fused projection's T x B x 3 x H x D
-    output), rotated as the encoder's first attention does
-    (rotate_qkv; fast: one complex product of the three where it applies; plain: eq. 34,
-    x * cos + swap(x) * sin, on q and k), against adding fairseq's sinusoidal positions to the same
-    q and k. Rotations and sinusoids are looked up inside the timing."""
+    """q and k of the largest training source batch (B x H x T x D each), rotated as the encoder's
+    first attention does (eq. 34, x * cos + swap(x) * sin), against adding fairseq's sinusoidal
+    positions to the same q and k. Rotations and sinusoids are looked up inside the timing."""
     attn = rope.model.encoder.layers[0].self_attn
     tokens = max(batches, key=lambda s: s["net_input"]["src_tokens"].numel())["net_input"]["src_tokens"]
     B, T = tokens.shape
@@ -409,19 +407,18 @@ def rotation_microbench(rope, batches, args, repeats=20):
     pad = rope.task.source_dictionary.pad()
     sinusoidal = SinusoidalPositionalEmbedding(H * D, pad, init_size=T + pad + 1).to(args.device)
     g = torch.Generator(device=args.device).manual_seed(0)
-    projected = torch.randn(T, B, 3, H, D, generator=g, device=args.device, dtype=dtype, requires_grad=True)
-    grads = torch.randn(T, B, 3, H, D, generator=g, device=args.device, dtype=dtype).unbind(2)
+    q, k = (torch.randn(B, H, T, D, generator=g, device=args.device, dtype=dtype, requires_grad=True) for _ in "qk")
+    grads = [torch.randn(B, H, T, D, generator=g, device=args.device, dtype=dtype) for _ in "qk"]
 
-    def rotary(fast):
-        return attn.rotary.rotate_qkv(projected, 0, fast=fast)
+    def rotary():
+        return attn.rotate(q, 0), attn.rotate(k, 0)
 
     def additive():
-        q, k, v = projected.unbind(2)
-        positions = sinusoidal(tokens).to(dtype).view(B, T, H, D).transpose(0, 1)
-        return q + positions, k + positions, v
+        positions = sinusoidal(tokens).to(dtype).view(B, T, H, D).transpose(1, 2)
+        return q + positions, k + positions
 
     results = {"shape_BHTD": [B, H, T, D]}
-    for name, fn in (("rotary", lambda: rotary(True)), ("rotary_plain", lambda: rotary(False)), ("additive", additive)):
+    for name, fn in (("rotary", rotary), ("additive", additive)):
         for mode in ("forward", "forward_backward"):
             def run():
                 if mode == "forward":
@@ -487,15 +484,14 @@ def markdown(report):
     rot = report.get("rotation")
     if rot:
         B, H, T, D = rot["shape_BHTD"]
-        out += ["", f"The rotation alone against additive sinusoidal positions, on q, k and v of B x H x T x D = "
-                    f"{B} x {H} x {T} x {D} each, as one projection gives them (rotary: the fast path, rotate_qkv; "
-                    "plain: eq. 34 written out on q and k; additive: sinusoids added to q and k):", "",
-                "| | additive (ms) | rotary (ms) | rotary plain (ms) | rotary / additive |", "|---|---:|---:|---:|---:|"]
+        out += ["", f"The rotation alone (eq. 34 on q and k, B x H x T x D = {B} x {H} x {T} x {D} each) against "
+                    "additive sinusoidal positions added to the same q and k:", "",
+                "| | additive (ms) | rotary (ms) | rotary / additive |", "|---|---:|---:|---:|"]
         for mode in ("forward", "forward_backward"):
-            a, r, p = (rot[f"{name}_{mode}_ms"] for name in ("additive", "rotary", "rotary_plain"))
-            out.append(f"| {mode.replace('_', ' + ')} | {a:.3f} | {r:.3f} | {p:.3f} | {r / a:.2f} |")
+            a, r = (rot[f"{name}_{mode}_ms"] for name in ("additive", "rotary"))
+            out.append(f"| {mode.replace('_', ' + ')} | {a:.3f} | {r:.3f} | {r / a:.2f} |")
         if "share_of_train_step" in rot:
-            out += ["", f"Rotation (fast path, forward + backward, {rot['self_attention_layers']} self-attention layers at "
+            out += ["", f"Rotation (forward + backward, {rot['self_attention_layers']} self-attention layers at "
                         f"that shape) = {rot['share_of_train_step']:.2%} of a rope training step (an upper estimate)."]
     m, c = report["machine"], report["config"]
     device = c["device"] + (f" (asked for {c['requested_device']})" if c["requested_device"] != c["device"] else "")

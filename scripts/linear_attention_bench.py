@@ -38,6 +38,8 @@ sys.path.insert(1, SCRIPTS)
 import fairseq_rope  # noqa: E402
 from benchmark import PeakMemory  # noqa: E402
 from fairseq_rope.attention import RotaryMultiheadAttention  # noqa: E402
+from fairseq_rope.linear_attention import RotaryLinearAttention  # noqa: E402
+from fairseq_rope.options import RopeOptions  # noqa: E402
 
 KINDS = ("softmax", "linear")
 
@@ -92,7 +94,9 @@ def measure(args, T, mode):
     modules = {}
     for kind in KINDS:
         torch.manual_seed(0)
-        modules[kind] = RotaryMultiheadAttention(args.embed_dim, args.heads, rope_attention=kind).to(args.device)
+        attention = RotaryLinearAttention if kind == "linear" else RotaryMultiheadAttention
+        modules[kind] = attention(args.embed_dim, args.heads, RopeOptions(attention=kind),
+                                  causal=mode == "decoder").to(args.device)
     result = {kind: {} for kind in KINDS}
     for backward, key in ((False, "forward_ms"), (True, "forward_backward_ms")):
         times = {kind: [] for kind in KINDS}

@@ -2,13 +2,17 @@
 the masks scaled_dot_product_attention gets (Flash-eligible where nothing is padded), attention
 weights equal to fairseq's MultiheadAttention, dropout."""
 
+
 import pytest
 import torch
 import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 
 from conftest import random_tokens
-from fairseq_rope.attention import RotaryMultiheadAttention, is_future_mask
+from fairseq_rope import rotary as rotary_module
+from fairseq_rope.attention import RotaryMultiheadAttention
+from fairseq_rope.options import RopeOptions
+from fairseq_rope.rotary import swap_pairs
 
 C, H = 32, 4
 
@@ -28,9 +32,9 @@ def sdpa_calls(monkeypatch):
     return calls
 
 
-def attention(**kwargs):
+def attention(causal=False, dropout=0.0, **options):
     torch.manual_seed(0)
-    return RotaryMultiheadAttention(C, H, **kwargs).eval()
+    return RotaryMultiheadAttention(C, H, RopeOptions(**options), causal=causal, dropout=dropout).eval()
 
 
 def reference_rotation(x, positions, layout, theta=10000.0):
@@ -53,7 +57,7 @@ def test_autocast_bf16_rotates_q_and_k_in_bf16_with_exact_angles(sdpa_calls, lay
     float32 detour), rotated by exact angles: at positions up to 400, q and k are within a few
     bfloat16 roundings of eq. 15 evaluated in float64. Angles taken in bfloat16 would be off by up
     to a radian there (bfloat16 steps by 2 between 256 and 512), far outside this tolerance."""
-    attn = attention(rope_layout=layout)
+    attn = attention(causal=True, layout=layout)
     T = 400
     x = torch.randn(T, 2, C, generator=torch.Generator().manual_seed(1))
     causal = torch.triu(torch.full((T, T), float("-inf")), 1)
@@ -76,27 +80,60 @@ def test_autocast_bf16_rotates_q_and_k_in_bf16_with_exact_angles(sdpa_calls, lay
     assert (out.float() - reference).abs().max() / reference.abs().max() < 2 ** -5
 
 
-def test_half_precision_model_rotates_in_its_dtype(sdpa_calls):
-    """A model cast with .half()/.to(bfloat16): q, k, v reach SDPA in that dtype, and the cached
-    cos/sin rows are float64 values rounded once to it."""
-    positions = torch.arange(300, dtype=torch.float64)
-    angles = positions[:, None] * 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
-    for dtype in (torch.float16, torch.bfloat16):
-        sdpa_calls.clear()
-        attn = attention().to(dtype)
-        x = torch.randn(300, 2, C).to(dtype)
-        with torch.no_grad():
-            attn(x, x, x, need_weights=False)
-        assert [call[name].dtype for call in sdpa_calls for name in "qkv"] == [dtype] * 3
-        assert torch.equal(attn.rotary.cos_cached[:300, 0::2], angles.cos().to(dtype))
-        assert torch.equal(attn.rotary.sin_cached[:300, 1::2], angles.sin().to(dtype))
+@pytest.fixture
+def rotation_calls(monkeypatch):
+    """Records the dtypes of what every eq. 34 call (rotary.apply_rotary) receives."""
+    calls = []
+    apply_rotary = rotary_module.apply_rotary
+
+    def recording(x, cos, sin, layout):
+        calls.append((x.dtype, cos.dtype, sin.dtype))
+        return apply_rotary(x, cos, sin, layout)
+
+    monkeypatch.setattr(rotary_module, "apply_rotary", recording)
+    return calls
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_model_rotates_in_its_dtype(sdpa_calls, rotation_calls, dtype, layout):
+    """A model cast with .half()/.to(bfloat16) rotates q and k in that dtype, not through float32:
+    the rotation receives q, k and the table rows in it, and q reaching SDPA is eq. 34 evaluated in
+    half arithmetic, bit for bit, on rows that are float64 values rounded once to it. (Rotating in
+    float32 and casting back gives other bits here: checked, so that the test can tell.)"""
+    T = 300
+    positions = torch.arange(T, dtype=torch.float64)
+    angles = positions[:, None] * 10000.0 ** (-torch.arange(0, C // H, 2, dtype=torch.float64) / (C // H))
+    attn = attention(layout=layout).to(dtype)
+    x = torch.randn(T, 2, C).to(dtype)
+    with torch.no_grad():
+        attn(x, x, x, need_weights=False)
+        q = attn.q_proj(x).view(T, 2, H, C // H).permute(1, 2, 0, 3)
+    assert rotation_calls == [(dtype, dtype, dtype)] * 2  # q, then k
+    assert [call[name].dtype for call in sdpa_calls for name in "qkv"] == [dtype] * 3
+    cos, sin = attn.rotary.cos_table[:T], attn.rotary.sin_table[:T]
+    pair = slice(0, None, 2) if layout == "interleaved" else slice(0, C // H // 2)
+    partner = slice(1, None, 2) if layout == "interleaved" else slice(C // H // 2, None)
+    assert torch.equal(cos[:, pair], angles.cos().to(dtype)) and torch.equal(sin[:, partner], angles.sin().to(dtype))
+    in_half = torch.addcmul(q * cos, swap_pairs(q, layout), sin)
+    via_float32 = torch.addcmul(q.float() * cos.float(), swap_pairs(q.float(), layout), sin.float()).to(dtype)
+    assert torch.equal(sdpa_calls[0]["q"], in_half)
+    assert not torch.equal(in_half, via_float32)
+
+
+def test_autocast_rotation_receives_the_projections_dtype(rotation_calls):
+    """Under autocast the projections give bfloat16 and the rotation takes them as they are."""
+    attn = attention(causal=True)
+    x = torch.randn(20, 2, C)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        attn(x, x, x, need_weights=False)
+    assert rotation_calls == [(torch.bfloat16,) * 3] * 2
 
 
 def test_sdpa_gets_no_mask_where_nothing_is_padded(dict_dir, build, sdpa_calls):
     """Through the whole model: an unpadded batch reaches SDPA with attn_mask None in the encoder and
     is_causal=True (no mask tensor) in the decoder, so that the Flash and memory-efficient kernels
-    are eligible; padding gets one explicit mask; a decoding step gets no mask (on a GPU; on a CPU
-    a step's single query goes to two batched GEMMs instead, see test_speed_paths)."""
+    are eligible; padding gets one explicit mask; a decoding step gets no mask."""
     model, task = build(dict_dir, "rope_transformer")
     src, lengths = random_tokens(task, [7, 7], seed=1)
     prev, _ = random_tokens(task, [5, 5], seed=2, left_pad=False)
@@ -126,33 +163,14 @@ def test_sdpa_gets_no_mask_where_nothing_is_padded(dict_dir, build, sdpa_calls):
         state = {}
         for t in range(3):
             model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
-    assert [(c["attn_mask"], c["is_causal"]) for c in sdpa_calls] == [(None, False)] * 2  # the encoder only
-    attn = model.decoder.layers[0].self_attn
-    assert attn._sdpa_mask(None, None, 2, 1, torch.float32) == (None, False)  # what a GPU step gets
-
-
-def test_future_mask_recognised_only_when_it_is_one():
-    T = 6
-    future = torch.triu(torch.full((10, 10), float("-inf")), 1)
-    assert is_future_mask(future[:T, :T], T, past=0)
-    assert is_future_mask(future[:T, :T], T, past=0)  # the second time without reading it
-    assert is_future_mask(future[:T, :T].isinf(), T, past=0)  # fairseq's bool form
-    assert not is_future_mask(future[:T, :T], T, past=2)  # keys from a cache: not square in T
-    assert not is_future_mask(future[1 : T + 1, 1 : T + 1], T, past=0)  # not a top-left block
-    assert not is_future_mask(torch.zeros(T, T), T, past=0)  # no masking at all
-    assert not is_future_mask(torch.triu(torch.full((T, T), float("-inf"))), T, past=0)  # the diagonal too
-    alibi = future + torch.arange(10.0)  # finite values below the diagonal are not causality alone
-    assert not is_future_mask(alibi[:T, :T], T, past=0)
-    future[2, 0] = float("-inf")  # changed in place after being checked: checked again
-    assert not is_future_mask(future[:T, :T], T, past=0)
+    assert [(c["attn_mask"], c["is_causal"]) for c in sdpa_calls] == [(None, False)] * 2 + [(None, False)] * 6
 
 
 def identity_rotation(attn, length):
     """Makes the rotation of positions < length the identity (cos 1, sin 0)."""
     attn.rotary.cos_sin(0, length, torch.float32)
-    attn.rotary.cos_cached.fill_(1.0)
-    attn.rotary.sin_cached.zero_()
-    attn.rotary.rotation_cached.copy_(torch.tensor([1.0, 0.0]))
+    attn.rotary.cos_table.fill_(1.0)
+    attn.rotary.sin_table.zero_()
 
 
 def test_attention_weights_equal_fairseq_when_the_rotation_is_the_identity():
@@ -180,18 +198,16 @@ def test_attention_weights_equal_fairseq_when_the_rotation_is_the_identity():
                 assert a.shape == b.shape, kwargs
                 torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=str(kwargs))
     # and the rotation is what makes them differ otherwise
-    for name in ("cos_cached", "sin_cached", "rotation_cached"):
+    for name in ("cos_table", "sin_table"):
         setattr(attn.rotary, name, getattr(attn.rotary, name)[:0])
     with torch.no_grad():
         assert not torch.allclose(attn(x, x, x)[1], fairseq_attn(x, x, x)[1], atol=1e-3)
 
 
-@pytest.mark.parametrize("fast", [True, False])
-def test_attention_dropout_in_training_only_unless_applied_during_inference(fast):
+@pytest.mark.parametrize("need_weights", [False, True])  # SDPA's dropout, the explicit path's
+def test_attention_dropout_in_training_only_unless_applied_during_inference(need_weights):
     attn = attention(dropout=0.5)
-    attn.fast = fast
     x = torch.randn(5, 2, C, generator=torch.Generator().manual_seed(3))
-    need_weights = not fast
     no_dropout = attention()
     with torch.no_grad():
         reference = no_dropout(x, x, x, need_weights=need_weights)[0]

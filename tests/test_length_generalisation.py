@@ -4,9 +4,11 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from conftest import random_tokens
 from fairseq_rope.attention import RotaryMultiheadAttention
+from fairseq_rope.options import RopeOptions
 from fairseq_rope.rotary import RotaryEmbedding
 from test_model import decode_step_by_step_equals_full_pass
 
@@ -37,25 +39,68 @@ def reference_frequencies(scaling, factor, original=None, d=D):
 SCALINGS = [("none", 1.0, None), ("linear", 4.0, None), ("ntk", 4.0, None), ("yarn", 4.0, 64), ("yarn", 2.5, 1000)]
 
 
+def scaled_rotation_matrix(m, freqs, layout, d=D, rotated=D):
+    """Eq. 15's block-diagonal matrix for position m with the given theta_i, on the first ``rotated``
+    of d channels (identity on the rest), float64."""
+    R = torch.eye(d, dtype=torch.float64)
+    pairs = [(2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + rotated // 2) for i in range(rotated // 2)]
+    for (a, b), f in zip(pairs, freqs):
+        c, s = math.cos(m * f), math.sin(m * f)
+        R[a, a], R[a, b], R[b, a], R[b, b] = c, -s, s, c
+    return R
+
+
+def options(scaling, factor, original, **more):
+    return RopeOptions(scaling=scaling, scaling_factor=factor, original_max_positions=original, **more)
+
+
 @pytest.mark.parametrize("scaling,factor,original", SCALINGS)
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_scaled_rotation_equals_its_definition_in_float64(scaling, factor, original, layout):
     """The rotation of q at position m: the block-diagonal matrix of eq. 15 with each scaling's
-    theta_i (and YaRN's factor 0.1 ln F + 1 on q and k), built from the definitions in float64."""
-    rotary = RotaryEmbedding(D, layout=layout, scaling=scaling, factor=factor, original_positions=original).double()
+    theta_i (and YaRN's factor 0.1 ln F + 1 on q and k), built from the definitions in float64,
+    through both methods (given positions; consecutive positions from a start)."""
+    rotary = RotaryEmbedding(D, options(scaling, factor, original, layout=layout)).double()
     freqs = reference_frequencies(scaling, factor, original)
     torch.testing.assert_close(rotary.inv_freq(), torch.tensor(freqs, dtype=torch.float64), rtol=1e-15, atol=0)
     magnitude = 0.1 * math.log(factor) + 1 if scaling == "yarn" else 1.0
     positions = torch.tensor([0, 1, 7, 63, 500, 4095])
     x = torch.randn(len(positions), D, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    rotated = rotary(x, positions)
-    pairs = [(2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + D // 2) for i in range(D // 2)]
+    rotated = rotary.rotate_at(x, positions)
     for row, m in enumerate(positions.tolist()):
-        R = torch.zeros(D, D, dtype=torch.float64)
-        for (a, b), f in zip(pairs, freqs):
-            c, s = math.cos(m * f), math.sin(m * f)
-            R[a, a], R[a, b], R[b, a], R[b, b] = c, -s, s, c
-        torch.testing.assert_close(rotated[row], magnitude * R @ x[row], rtol=0, atol=1e-12)
+        want = magnitude * scaled_rotation_matrix(m, freqs, layout) @ x[row]
+        torch.testing.assert_close(rotated[row], want, rtol=0, atol=1e-12)
+        torch.testing.assert_close(rotary.rotate(x[row : row + 1], m)[0], want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("scaling,factor,original", SCALINGS)
+@pytest.mark.parametrize("layout, rope_dim", [("interleaved", None), ("half", None), ("interleaved", 8)])
+def test_attention_rotates_q_and_k_by_the_scaled_definition(monkeypatch, scaling, factor, original, layout, rope_dim):
+    """What the attention hands to SDPA in float32 (the model's own path: consecutive positions):
+    q and k = magnitude * R_m (eq. 15 with the scaling's theta_i) of their projections, computed
+    from the definitions in float64, to float32 rounding; v unrotated."""
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda q, k, v, **kw: calls.append((q, k, v)) or sdpa(q, k, v, **kw))
+    torch.manual_seed(0)
+    attn = RotaryMultiheadAttention(2 * D, 2, options(scaling, factor, original, layout=layout, dim=rope_dim)).eval()
+    T = 300
+    x = torch.randn(T, 2, 2 * D, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        attn(x, x, x, need_weights=False)
+    rotated = rope_dim or D
+    freqs = reference_frequencies(scaling, factor, original, d=rotated)
+    magnitude = 0.1 * math.log(factor) + 1 if scaling == "yarn" else 1.0
+    R = torch.stack([scaled_rotation_matrix(m, freqs, layout, rotated=rotated) for m in range(T)])  # T x D x D
+    scale = torch.ones(D, dtype=torch.float64)
+    scale[:rotated] = magnitude
+    (q, k, v), = calls
+    for got, proj in ((q, attn.q_proj), (k, attn.k_proj)):
+        heads = proj.double()(x.double()).view(T, 2, 2, D)  # T x B x H x D
+        want = torch.einsum("tij,tbhj->bhti", R, heads) * scale
+        assert (got.double() - want).abs().max() <= 1e-6 * want.abs().max(), scaling
+    torch.testing.assert_close(v.double(), attn.v_proj.double()(x.double()).view(T, 2, 2, D).permute(1, 2, 0, 3),
+                               rtol=1e-6, atol=1e-6)
 
 
 def test_scaling_none_is_the_unscaled_model(dict_dir, build):
@@ -81,8 +126,8 @@ def test_options_reach_every_self_attention_and_decoding_is_exact(dict_dir, buil
     assert len(modules) == 4
     for m in modules:
         if "--rope-scaling" in flags:
-            assert m.rotary.scaling == flags[1] and m.rotary.factor == 3.0
-            assert m.rotary.original_positions == (16 if flags[1] == "yarn" else None)
+            assert m.options.scaling == flags[1] and m.options.scaling_factor == 3.0
+            assert m.options.original_max_positions == (16 if flags[1] == "yarn" else None)
     src, lengths = random_tokens(task, [9, 5, 7], seed=6)  # left-padded
     prev, _ = random_tokens(task, [10, 4, 10], seed=7, left_pad=False)  # right-padded
     with torch.no_grad():
@@ -93,47 +138,53 @@ def test_options_reach_every_self_attention_and_decoding_is_exact(dict_dir, buil
 
 
 def test_random_positions_only_in_training(dict_dir, build):
-    """In training each sentence gets sorted random positions below N, the same in every layer, and
-    outputs change from one forward to the next; in evaluation the model is the unscaled one,
-    deterministic and equal to a model without the option."""
+    """In training each sentence gets sorted random positions below N, one set for all encoder
+    layers and one for all decoder layers of a forward, new at each forward, so outputs change from
+    one forward to the next; in evaluation the model is the unscaled one, deterministic and equal to
+    a model without the option."""
     model, task = build(dict_dir, "rope_transformer", "--rope-random-positions", "64", "--dropout", "0")
     plain, _ = build(dict_dir, "rope_transformer", "--dropout", "0")
     src, lengths = random_tokens(task, [12, 7], seed=1)
     prev, _ = random_tokens(task, [9, 9], seed=2, left_pad=False)
-    seen = []
-    for m in model.modules():
-        if isinstance(m, RotaryMultiheadAttention):
-            rotary_forward = m.rotary.forward
+    seen = {"encoder": [], "decoder": []}
+    for side in seen:
+        for layer in getattr(model, side).layers:
+            rotate_at = layer.self_attn.rotary.rotate_at
 
-            def record(x, positions, forward=rotary_forward):
-                seen.append(positions)
-                return forward(x, positions)
+            def record(x, positions, rotate_at=rotate_at, calls=seen[side]):
+                calls.append(positions.reshape(positions.size(0), -1))
+                return rotate_at(x, positions)
 
-            m.rotary.forward = record
+            layer.self_attn.rotary.rotate_at = record
     model.train()
     with torch.no_grad():
-        first, second = model(src, lengths, prev)[0], model(src, lengths, prev)[0]
+        first = model(src, lengths, prev)[0]
+        sets = {side: calls[:] for side, calls in seen.items()}
+        second = model(src, lengths, prev)[0]
     assert not torch.allclose(first, second)
-    # per forward: every call of the 2 encoder layers (B x 1 x T_src) with one set; the decoder's another
-    encoder_positions = [p.reshape(p.size(0), -1) for p in seen[: len(seen) // 2] if p.size(-1) == src.size(1)]
-    assert len(encoder_positions) >= 2
-    assert all(torch.equal(p, encoder_positions[0]) for p in encoder_positions)
-    positions = encoder_positions[0]  # B x T
-    assert positions.shape == src.shape and positions.max() < 64
-    assert (positions[:, 1:] > positions[:, :-1]).all()  # distinct and sorted: order is kept
-    assert not torch.equal(positions, torch.arange(src.size(1)).expand_as(positions))
+    for side, tokens in (("encoder", src), ("decoder", prev)):
+        calls = sets[side]
+        assert len(calls) == 2 * 2  # q and k in each of 2 layers
+        assert all(torch.equal(p, calls[0]) for p in calls), side  # one set for every layer
+        positions = calls[0]  # B x T
+        assert positions.shape == tokens.shape and positions.max() < 64, side
+        assert (positions[:, 1:] > positions[:, :-1]).all(), side  # distinct and sorted: order is kept
+        assert not torch.equal(positions, torch.arange(tokens.size(1)).expand_as(positions)), side
+        assert not torch.equal(seen[side][4], positions), side  # drawn anew for the next forward
     model.eval()
-    seen.clear()
+    for calls in seen.values():
+        calls.clear()
     with torch.no_grad():
         out, again, reference = model(src, lengths, prev)[0], model(src, lengths, prev)[0], plain(src, lengths, prev)[0]
-    assert not seen and torch.equal(out, again) and torch.equal(out, reference)
+    assert not any(seen.values()) and torch.equal(out, again) and torch.equal(out, reference)
 
 
 @pytest.mark.parametrize("flags,message", [
     (["--rope-scaling", "cubic"], "--rope-scaling must be one of none, linear, ntk, yarn; got 'cubic'"),
-    (["--rope-scaling-factor", "2"], "--rope-scaling-factor 2 needs a --rope-scaling (linear, ntk or yarn)"),
+    (["--rope-scaling-factor", "2"], "--rope-scaling-factor needs a --rope-scaling (linear, ntk or yarn); got 2.0"),
     (["--rope-scaling", "linear", "--rope-scaling-factor", "0.5"], "--rope-scaling-factor must be >= 1"),
-    (["--rope-scaling", "yarn", "--rope-scaling-factor", "2"], "--rope-scaling yarn needs --rope-original-max-positions"),
+    (["--rope-scaling", "yarn", "--rope-scaling-factor", "2"],
+     "--rope-original-max-positions is needed by --rope-scaling yarn"),
     (["--rope-scaling", "ntk", "--rope-scaling-factor", "2", "--rope-dim", "2"],
      "--rope-scaling ntk needs at least 4 rotated channels"),
     (["--rope-scaling", "yarn", "--rope-scaling-factor", "2", "--rope-original-max-positions", "64",

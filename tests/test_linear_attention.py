@@ -16,6 +16,8 @@ from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import USER_DIR, random_tokens
 from fairseq_rope.attention import RotaryMultiheadAttention
+from fairseq_rope.linear_attention import RotaryLinearAttention
+from fairseq_rope.options import RopeOptions
 from fairseq_rope.linear_attention import EPS, rope_linear_attention
 from test_cli import TRAIN, data, hypotheses, run  # noqa: F401 (data is a fixture)
 
@@ -61,10 +63,10 @@ def eq19_reference(attn, x, padding=None, causal=False, layout="interleaved", ro
     return out.reshape(T, B, C) @ attn.out_proj.weight.T + attn.out_proj.bias
 
 
-def linear_attention(layout="interleaved", rope_dim=None, theta=10000.0, seed=0):
+def linear_attention(layout="interleaved", rope_dim=None, theta=10000.0, seed=0, causal=False):
     torch.manual_seed(seed)
-    attn = RotaryMultiheadAttention(C, H, rope_layout=layout, rope_dim=rope_dim, rope_theta=theta,
-                                    rope_attention="linear").double().eval()
+    options = RopeOptions(layout=layout, dim=rope_dim, theta=theta, attention="linear")
+    attn = RotaryLinearAttention(C, H, options, causal=causal).double().eval()
     with torch.no_grad():
         for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
             getattr(attn, name).bias.normal_()  # fairseq initialises them to 0: make them count
@@ -99,8 +101,8 @@ def test_encoder_output_equals_eq19_with_explicit_loops(layout, rope_dim, theta)
 def test_causal_decoder_output_equals_eq19_with_n_le_m(layout, rope_dim, theta, chunk):
     """Causal (fairseq's future mask, float and bool): n <= m, right padding; prefix sums by chunks of
     64 (one chunk here), 4 (three chunks, the last one padded) and 1."""
-    attn = linear_attention(layout, rope_dim, theta)
-    attn.linear_chunk = chunk
+    attn = linear_attention(layout, rope_dim, theta, causal=True)
+    attn.chunk = chunk
     x = inputs()
     padding = torch.zeros(3, 9, dtype=torch.bool)
     padding[1, -3:] = padding[2, -1:] = True
@@ -123,7 +125,7 @@ def test_causal_decoder_output_equals_eq19_with_n_le_m(layout, rope_dim, theta, 
 def test_masks_other_than_the_future_mask_and_before_softmax_are_refused():
     attn = linear_attention()
     x = inputs()
-    with pytest.raises(ValueError, match="no attention mask other than fairseq's future mask"):
+    with pytest.raises(ValueError, match="no attention mask other than the decoder's future mask"):
         attn(x, x, x, attn_mask=torch.zeros(9, 9, dtype=torch.float64))
     with pytest.raises(ValueError, match="before_softmax is not supported"):
         attn(x, x, x, before_softmax=True)
@@ -163,7 +165,7 @@ def test_incremental_decoding_equals_full_pass_with_beam_reorder(dict_dir, build
     size (B x H x d x d, B x H x d, B), whatever the number of tokens decoded."""
     model, task = build_linear(build, dict_dir, *flags)
     for layer in model.decoder.layers:
-        layer.self_attn.linear_chunk = chunk
+        layer.self_attn.chunk = chunk
     src, lengths = random_tokens(task, [9], seed=4)
     src, lengths = src.repeat(3, 1), lengths.repeat(3)  # the beams of one sentence
     prev, _ = random_tokens(task, [10, 10, 10], seed=5, left_pad=False)
@@ -214,8 +216,8 @@ def test_sentence_alone_equals_inside_padded_batch(dict_dir, build):
 @pytest.mark.parametrize("causal", [False, True])
 def test_gradients_equal_finite_differences(causal):
     """Backward through eq. 19 (padding, several causal chunks) against finite differences, float64."""
-    attn = linear_attention("half", rope_dim=4)
-    attn.linear_chunk = 2
+    attn = linear_attention("half", rope_dim=4, causal=causal)
+    attn.chunk = 2
     x = inputs(T=5, B=2).requires_grad_()
     padding = torch.zeros(2, 5, dtype=torch.bool)
     padding[1, -2:] = True
@@ -231,7 +233,7 @@ def test_half_precision_on_long_inputs_stays_finite_and_close_to_float32(causal)
     (max 65504; the sums S reach ~2e5 here) is finite and within float16 rounding. Both hold because
     the sums run in float32."""
     torch.manual_seed(0)
-    attn = RotaryMultiheadAttention(C, H, rope_attention="linear").eval()
+    attn = RotaryLinearAttention(C, H, RopeOptions(attention="linear"), causal=causal).eval()
     T = 2000
     x = 30 * torch.randn(T, 2, C, generator=torch.Generator().manual_seed(3))
     padding = torch.zeros(2, T, dtype=torch.bool)
@@ -268,13 +270,14 @@ def test_option_reaches_every_self_attention_and_bad_values_fail(dict_dir, build
     only; a bad value fails at build naming the flag and the accepted values."""
     model, _ = build(dict_dir, "rope_transformer", "--rope-attention", "linear")
     layers = [*model.encoder.layers, *model.decoder.layers]
-    assert [layer.self_attn.rope_attention for layer in layers] == ["linear"] * 4
+    assert [type(layer.self_attn) for layer in layers] == [RotaryLinearAttention] * 4
+    assert [layer.self_attn.causal for layer in layers] == [False, False, True, True]
     assert all(type(layer.encoder_attn) is MultiheadAttention for layer in model.decoder.layers)
     linear_shapes = {name: value.shape for name, value in model.state_dict().items()}
     model, _ = build(dict_dir, "rope_transformer")
     assert {name: value.shape for name, value in model.state_dict().items()} == linear_shapes  # same parameters
     assert model.args.rope_attention == "softmax"
-    assert [layer.self_attn.rope_attention for layer in [*model.encoder.layers, *model.decoder.layers]] == ["softmax"] * 4
+    assert [type(layer.self_attn) for layer in [*model.encoder.layers, *model.decoder.layers]] == [RotaryMultiheadAttention] * 4
     with caplog.at_level(logging.WARNING):
         build(dict_dir, "rope_transformer", "--rope-attention", "linear", "--attention-dropout", "0.1")
     assert "--attention-dropout 0.1 applies to cross-attention only" in caplog.text
@@ -296,7 +299,7 @@ def test_cli_train_generate_and_checkpoint_option(data, tmp_path):  # noqa: F811
     checkpoint = save / "checkpoint_last.pt"
     assert torch.load(checkpoint, weights_only=True)["cfg"]["model"].rope_attention == "linear"
     models, _ = checkpoint_utils.load_model_ensemble([str(checkpoint)])
-    assert {layer.self_attn.rope_attention for layer in [*models[0].encoder.layers, *models[0].decoder.layers]} == {"linear"}
+    assert {type(layer.self_attn) for layer in [*models[0].encoder.layers, *models[0].decoder.layers]} == {RotaryLinearAttention}
 
     out = run("fairseq-generate", data / "bin", "--user-dir", USER_DIR, "--path", checkpoint, "--beam", "4", "--cpu",
               "--batch-size", "8", "--required-batch-size-multiple", "1", "--max-len-a", "1.2", "--max-len-b", "10")
@@ -307,7 +310,7 @@ def test_cli_train_generate_and_checkpoint_option(data, tmp_path):  # noqa: F811
     del state["cfg"]["model"].rope_attention  # as saved before the option existed
     torch.save(state, tmp_path / "old.pt")
     models, _ = checkpoint_utils.load_model_ensemble([str(tmp_path / "old.pt")])
-    assert models[0].encoder.layers[0].self_attn.rope_attention == "softmax"
+    assert type(models[0].encoder.layers[0].self_attn) is RotaryMultiheadAttention
 
 
 def test_benchmark_script_runs_and_writes_its_reports(tmp_path):

@@ -20,9 +20,12 @@ def test_architectures_match_fairseq_sizes(dict_dir, build):
         rope, _ = build(dict_dir, rope_arch, tiny=False)
         base, _ = build(dict_dir, fairseq_arch, tiny=False)
         assert isinstance(rope, RoPETransformerModel)
-        for key in ("encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads", "encoder_layers",
-                    "decoder_embed_dim", "decoder_attention_heads", "decoder_layers", "dropout"):
-            assert getattr(rope.args, key) == getattr(base.args, key), (rope_arch, key)
+        # every argument fairseq's architecture sets (sizes, dropouts, activation, norms, sharing) is
+        # the same; the rope model differs in its own flags, its arch name and its positions only
+        ours = {"arch", "no_token_positional_embeddings", "add_token_positional_embeddings"}
+        differing = {key for key in {*vars(rope.args), *vars(base.args)} - ours if not key.startswith("rope_")
+                     and getattr(rope.args, key, "absent") != getattr(base.args, key, "absent")}
+        assert not differing, (rope_arch, {k: (getattr(rope.args, k, None), getattr(base.args, k, None)) for k in differing})
         # same parameters by name and shape, less the additive positions (pure RoPE)
         base_shapes = {k: v.shape for k, v in base.state_dict().items() if "embed_positions" not in k}
         assert {k: v.shape for k, v in rope.state_dict().items()} == base_shapes
@@ -44,9 +47,9 @@ def test_additive_positions_flag_and_no_length_limit(dict_dir, build):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--rope-dim", "3"], "--rope-dim must be an even number between 2 and the encoder head dim 8; got 3"),
-        (["--rope-dim", "10"], "--rope-dim must be an even number between 2 and the encoder head dim 8; got 10"),
-        (["--rope-theta", "0"], "--rope-theta must be > 0, got 0.0"),
+        (["--rope-dim", "3"], "--rope-dim must be an even number >= 2 (the rotated channels of each head); got 3"),
+        (["--rope-dim", "10"], "--rope-dim must be at most the head dim 8; got 10"),
+        (["--rope-theta", "0"], "--rope-theta must be > 0; got 0.0"),
         (["--rope-layout", "spiral"], "--rope-layout must be one of interleaved, half; got 'spiral'"),
         (["--add-token-positional-embeddings", "--no-token-positional-embeddings"], "contradicts"),
         (["--cross-self-attention"], "--cross-self-attention is not supported"),
@@ -61,12 +64,13 @@ def test_bad_options_fail_at_build_naming_the_flag(dict_dir, build, flags, messa
 def test_rope_options_reach_every_self_attention(dict_dir, build):
     model, _ = build(dict_dir, "rope_transformer", "--rope-theta", "500", "--rope-dim", "4", "--rope-layout", "half")
     layers = [*model.encoder.layers, *model.decoder.layers]
-    assert [(l.self_attn.rotary.theta, l.self_attn.rotary.dim, l.self_attn.rotary.layout) for l in layers] == [
-        (500.0, 4, "half")] * 4
+    assert [(l.self_attn.rotary.options.theta, l.self_attn.rotary.dim, l.self_attn.rotary.options.layout)
+            for l in layers] == [(500.0, 4, "half")] * 4
+    assert [l.self_attn.causal for l in layers] == [False, False, True, True]
     model, _ = build(dict_dir, "rope_transformer")
     layers = [*model.encoder.layers, *model.decoder.layers]
-    assert [(l.self_attn.rotary.theta, l.self_attn.rotary.dim, l.self_attn.rotary.layout) for l in layers] == [
-        (10000.0, 8, "interleaved")] * 4
+    assert [(l.self_attn.rotary.options.theta, l.self_attn.rotary.dim, l.self_attn.rotary.options.layout)
+            for l in layers] == [(10000.0, 8, "interleaved")] * 4
 
 
 def encode(model, tokens, lengths):
@@ -103,7 +107,7 @@ def test_translation_invariant_in_absolute_position(dict_dir, build, layout):
         at_500, _ = attn(x, x, x, incremental_state=state, need_weights=False)
         cached = attn._get_input_buffer(state)["prev_key"][:, :, 500:]  # B x H x 7 x D
         k = attn.k_proj(x).view(7, 2, 4, 8)
-        k500, k0 = (attn.rotary(k, torch.arange(start, start + 7)[:, None, None]) for start in (500, 0))
+        k500, k0 = (attn.rotary.rotate_at(k, torch.arange(start, start + 7)[:, None, None]) for start in (500, 0))
     torch.testing.assert_close(at_500, at_zero, rtol=1e-5, atol=1e-5)
     # the keys really were rotated at positions 500.., which differs from 0..
     torch.testing.assert_close(cached, k500.permute(1, 2, 0, 3), rtol=1e-6, atol=1e-6)
@@ -253,12 +257,12 @@ def test_half_precision_model(dict_dir, build):
     for module in model.modules():
         if isinstance(module, RotaryMultiheadAttention):
             assert module.q_proj.weight.dtype == torch.bfloat16
-            cos, sin = module.rotary.cos_cached[:, 0::2], module.rotary.sin_cached[:, 1::2]
+            cos, sin = module.rotary.cos_table[:, 0::2], module.rotary.sin_table[:, 1::2]
             assert cos.size(0) >= 40
             angles = torch.arange(cos.size(0), dtype=torch.float64)[:, None] * 10000.0 ** (
                 -torch.arange(0, 8, 2, dtype=torch.float64) / 8)
             assert torch.equal(cos, angles.cos().to(torch.bfloat16)) and torch.equal(sin, angles.sin().to(torch.bfloat16))
-    assert not any("cached" in key for key in model.state_dict())
+    assert not any("table" in key for key in model.state_dict())
 
 
 @pytest.mark.parametrize("positions", ["sinusoidal", "learned"])

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from fairseq_rope.options import RopeOptions
 from fairseq_rope.rotary import RotaryEmbedding
 
 
@@ -24,12 +25,15 @@ def rotary_matrix(m, d, theta=10000.0, layout="interleaved"):
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_rotation_is_eq15_block_diagonal_matrix(layout):
     d, T = 16, 40
-    rope = RotaryEmbedding(d, layout=layout).double()
+    rope = RotaryEmbedding(d, RopeOptions(layout=layout)).double()
     x = torch.randn(3, T, d, dtype=torch.float64)
-    out = rope(x, torch.arange(T))
+    out = rope.rotate_at(x, torch.arange(T))
     for m in range(T):
         expected = x[:, m] @ rotary_matrix(m, d, layout=layout).T
         torch.testing.assert_close(out[:, m], expected, rtol=1e-12, atol=1e-12)
+    # the attention's method (positions start, start+1, ... along the second-last axis) is the same
+    torch.testing.assert_close(rope.rotate(x, 0), out, rtol=0, atol=0)
+    torch.testing.assert_close(rope.rotate(x[:, 5:], 5), out[:, 5:], rtol=0, atol=0)
 
 
 def test_interleaved_is_the_paper_pairing():
@@ -41,35 +45,35 @@ def test_interleaved_is_the_paper_pairing():
     cos, sin = (m * theta).cos().repeat_interleave(2), (m * theta).sin().repeat_interleave(2)
     swapped = torch.stack([-x[1::2], x[0::2]], dim=-1).flatten()
     expected = x * cos + swapped * sin
-    out = RotaryEmbedding(d).double()(x[None], torch.tensor([m]))[0]
+    out = RotaryEmbedding(d).double().rotate_at(x[None], torch.tensor([m]))[0]
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
 def test_norm_preserved_and_scores_depend_only_on_offset(layout):
     d = 32
-    rope = RotaryEmbedding(d, layout=layout).double()
+    rope = RotaryEmbedding(d, RopeOptions(layout=layout)).double()
     g = torch.Generator().manual_seed(0)
     q, k = torch.randn(d, generator=g, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64)
     for m, n in [(0, 0), (3, 11), (100, 37), (1857, 1500)]:
-        rq = rope(q[None], torch.tensor([m]))[0]
-        rk = rope(k[None], torch.tensor([n]))[0]
+        rq = rope.rotate_at(q[None], torch.tensor([m]))[0]
+        rk = rope.rotate_at(k[None], torch.tensor([n]))[0]
         torch.testing.assert_close(rq.norm(), q.norm())
         for shift in torch.randint(0, 5000, (5,), generator=g).tolist():
-            sq = rope(q[None], torch.tensor([m + shift]))[0]
-            sk = rope(k[None], torch.tensor([n + shift]))[0]
+            sq = rope.rotate_at(q[None], torch.tensor([m + shift]))[0]
+            sk = rope.rotate_at(k[None], torch.tensor([n + shift]))[0]
             torch.testing.assert_close(sq @ sk, rq @ rk, rtol=1e-9, atol=1e-9)
     # and they do depend on the offset
-    scores = [rope(q[None], torch.tensor([m]))[0] @ k for m in range(4)]
+    scores = [rope.rotate_at(q[None], torch.tensor([m]))[0] @ k for m in range(4)]
     assert len({round(float(s), 6) for s in scores}) == 4
 
 
 def test_partial_rotation_leaves_the_rest_unchanged():
-    rope = RotaryEmbedding(8).double()
+    rope = RotaryEmbedding(20, RopeOptions(dim=8)).double()
     x = torch.randn(5, 20, dtype=torch.float64)
-    out = rope(x, torch.arange(5))
+    out = rope.rotate_at(x, torch.arange(5))
     torch.testing.assert_close(out[:, 8:], x[:, 8:], rtol=0, atol=0)
-    torch.testing.assert_close(out[:, :8], rope(x[:, :8], torch.arange(5)))
+    torch.testing.assert_close(out[:, :8], rope.rotate_at(x[:, :8], torch.arange(5)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -80,38 +84,47 @@ def test_half_precision_long_positions(dtype, layout):
     Angles computed in half precision would be off by whole radians out there; the cache is
     computed in float32 even after the module is cast with .half()/.to(bfloat16)."""
     d, T = 64, 8193
-    rope = RotaryEmbedding(d, layout=layout).to(dtype)
+    rope = RotaryEmbedding(d, RopeOptions(layout=layout)).to(dtype)
     x = torch.randn(T, d).to(dtype)
-    out = rope(x, torch.arange(T))
-    assert out.dtype == dtype and rope.cos_cached.dtype == dtype
-    reference = RotaryEmbedding(d, layout=layout).double()(x.double(), torch.arange(T))
+    out = rope.rotate_at(x, torch.arange(T))
+    assert out.dtype == dtype and rope.cos_table.dtype == dtype
+    reference = RotaryEmbedding(d, RopeOptions(layout=layout)).double().rotate_at(x.double(), torch.arange(T))
     eps = torch.finfo(dtype).eps
     error = (out.double() - reference).abs().max().item()
     assert error <= 4 * eps * x.abs().max().item(), error
-    # what the bug looked like: angles in half precision
-    m = torch.tensor(1857.0)
-    assert abs(torch.cos(m.to(torch.float16) * torch.tensor(0.9, dtype=torch.float16)).item() - math.cos(1857 * 0.9)) > 0.05
+    # the table: each entry the float64 value rounded once to the dtype
+    angles = torch.arange(T, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    pair = slice(0, None, 2) if layout == "interleaved" else slice(0, d // 2)
+    partner = slice(1, None, 2) if layout == "interleaved" else slice(d // 2, None)
+    assert torch.equal(rope.cos_table[:T, pair], angles.cos().to(dtype))
+    assert torch.equal(rope.sin_table[:T, partner], angles.sin().to(dtype))
+    assert torch.equal(rope.sin_table[:T, pair], (-angles.sin()).to(dtype))
 
 
 def test_cache_grows_on_demand_follows_dtype_and_is_not_saved():
     rope = RotaryEmbedding(16)
     assert rope.state_dict() == {}
-    rope(torch.randn(10, 16), torch.arange(10))
-    small = rope.cos_cached.size(0)
+    rope.rotate_at(torch.randn(10, 16), torch.arange(10))
+    small = rope.cos_table.size(0)
     x = torch.randn(1, 16)
-    out = rope(x, torch.tensor([100_000]))
-    assert rope.cos_cached.size(0) > 100_000 > small
+    out = rope.rotate_at(x, torch.tensor([100_000]))
+    assert rope.cos_table.size(0) > 100_000 > small
     expected = x.double() @ rotary_matrix(100_000, 16).T
     torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-6)
     rope.half()
-    assert rope.cos_cached.dtype == torch.float16
+    assert rope.cos_table.dtype == torch.float16
     assert rope.state_dict() == {}
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
-    [({"dim": 7}, "even"), ({"dim": 8, "theta": 0.0}, "theta"), ({"dim": 8, "layout": "spiral"}, "layout")],
+    "options, message",
+    [({"dim": 7}, "--rope-dim must be an even number >= 2 (the rotated channels of each head); got 7"),
+     ({"dim": 10}, "--rope-dim must be at most the head dim 8; got 10"),
+     ({"theta": 0.0}, "--rope-theta must be > 0; got 0.0"),
+     ({"layout": "spiral"}, "--rope-layout must be one of interleaved, half; got 'spiral'"),
+     ({"scaling": "ntk", "scaling_factor": 2.0, "dim": 2}, "--rope-scaling ntk needs at least 4 rotated channels")],
 )
-def test_bad_arguments(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        RotaryEmbedding(**kwargs)
+def test_bad_options_name_the_flag(options, message):
+    with pytest.raises(ValueError) as error:
+        RotaryEmbedding(8, RopeOptions(**options))
+    assert message in str(error.value)
