@@ -7,6 +7,8 @@ from fairseq.sequence_generator import SequenceGenerator
 from conftest import random_tokens
 from fairseq_rope.attention import RotaryMultiheadAttention
 from fairseq_rope.model import RoPETransformerModel
+from fairseq_rope.rotary import apply_rotary
+from test_attention import reference_rotation
 
 
 def test_architectures_match_fairseq_sizes(dict_dir, build):
@@ -155,7 +157,8 @@ def decode_step_by_step_equals_full_pass(model, enc, prev, reorders=(), rtol=1e-
 def test_incremental_decoding_equals_full_pass(dict_dir, build, flags):
     """Step-by-step decoding with the KV cache equals teacher forcing at every step: after beam
     search reorders the hypotheses (3 beams of one source sentence), for a left-padded batch of
-    different sentences, and for right-padded decoder input (the cached padding mask at work)."""
+    different sentences, and for right-padded decoder input (the cached padding mask at work),
+    also reordered."""
     model, task = build(dict_dir, "rope_transformer", *flags)
     src, lengths = random_tokens(task, [9], seed=4)
     src, lengths = src.repeat(3, 1), lengths.repeat(3)  # the beams of one sentence
@@ -172,6 +175,10 @@ def test_incremental_decoding_equals_full_pass(dict_dir, build, flags):
         enc = model.encoder(src, src_lengths=lengths)
         decode_step_by_step_equals_full_pass(model, enc, prev)
         decode_step_by_step_equals_full_pass(model, enc, padded)
+        # padded decoder input reordered by the beam search: the cached padding mask follows its rows
+        beams, beam_lengths = src[:1].repeat(3, 1), lengths[:1].repeat(3)
+        decode_step_by_step_equals_full_pass(model, model.encoder(beams, src_lengths=beam_lengths), padded,
+                                             reorders=[(5, torch.tensor([1, 2, 0])), (8, torch.tensor([0, 0, 2]))])
 
 
 def test_sentence_alone_equals_inside_left_padded_batch(dict_dir, build):
@@ -194,10 +201,21 @@ def test_sentence_alone_equals_inside_left_padded_batch(dict_dir, build):
 
 def test_long_source_is_encoded_exactly_and_translates(dict_dir, build):
     """2000 tokens, far past fairseq's default 1024 positions (RoPE itself sets no limit): the
-    float32 encoding equals the float64 one (angles exact out there: taken in float32 they would
-    be off by ~1e-4 rad), the sentence encodes and translates the same behind 300 pads in a batch,
-    and beam search runs to EOS."""
+    rotation at those positions equals eq. 15 in float64 to float32 rounding, the float32 encoding
+    equals the float64 one, the sentence encodes and translates the same behind 300 pads in a
+    batch, and beam search runs to EOS."""
     model, task = build(dict_dir, "rope_transformer")
+    # the rotation out there against eq. 15 in float64: exact angles, cast once, give float32 rounding
+    attn, T = model.encoder.layers[0].self_attn, 2000
+    q = torch.randn(1, 4, T, 8, generator=torch.Generator().manual_seed(0))
+    want = reference_rotation(q.permute(2, 0, 1, 3), torch.arange(T), "interleaved").permute(1, 2, 0, 3)
+    error = (attn.rotate(q, 0).double() - want).abs().max() / want.abs().max()
+    assert error < 1e-6, error.item()
+    # (angles taken in float32 would be off by up to ~1e-5 rad there: this tolerance tells them apart)
+    angles32 = torch.arange(T, dtype=torch.float32)[:, None] * attn.rotary.inv_freq().float()
+    cos32, sin32 = angles32.cos().repeat_interleave(2, -1), torch.stack((-angles32.sin(), angles32.sin()), -1).flatten(-2)
+    assert (apply_rotary(q, cos32, sin32, "interleaved").double() - want).abs().max() / want.abs().max() > 1e-6
+
     src, lengths = random_tokens(task, [2000], seed=7)
     batch, batch_lengths = random_tokens(task, [2300, 2000], seed=7)
     batch[1] = torch.cat([torch.full((300,), task.source_dictionary.pad()), src[0]])
