@@ -8,6 +8,8 @@ One module per command, each with ``main(argv=None)``, also runnable as ``python
     fairseq-rope-results         results.py        result JSONs -> one markdown table
     fairseq-rope-compare         compare.py        runs by source length, paired bootstrap, table and plot
     fairseq-rope-plot-training   plot_training.py  fairseq-train logs -> loss and BLEU curves
+    fairseq-rope-ct2             ct2.py            rope_transformer / transformer checkpoint -> CTranslate2 model
+    fairseq-rope-ct2-generate    ct2_generate.py   beam search with CTranslate2, printed as fairseq-generate prints it
 
 Shared helpers live in common.py. The package does not import fairseq_rope (and so fairseq) at
 import time, so that every ``--help`` answers at once; the commands that need it import it when

@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -166,6 +167,12 @@ def test_train_dry_run_computes_tokens_per_update(recipe):
         assert "--max-update 100000" in proc.stderr and "--lr 5e-4" in proc.stderr
     assert "torchrun --nnodes 2 --node_rank 0 --nproc_per_node 4 --master_addr node0" in proc.stderr
     assert not (recipe["work"] / "checkpoints" / "rope_transformer_wmt_en_de").exists()
+    # the printed command pastes: a shell reads it back as the words the script would run
+    proc = step("train.sh", dict(env, NGPU="1", EXTRA_TRAIN_ARGS="--rope-theta 500"))
+    printed = proc.stderr.split("DRY_RUN=1: would run: ", 1)[1].splitlines()[0]
+    words = shlex.split(printed)
+    assert words[0] == "fairseq-train" and words[words.index("--adam-betas") + 1] == "(0.9, 0.98)"
+    assert words[-2:] == ["--rope-theta", "500"] and "--adam-betas '(0.9, 0.98)'" in printed
     proc = step("train.sh", dict(env, NGPU="0", PRECISION="fp16"), ok=False)
     assert "PRECISION=fp16 needs a GPU" in proc.stderr
     proc = step("train.sh", dict(env, NGPU="8", PRECISION="bf16"), ok=False)

@@ -297,14 +297,14 @@ def test_killed_average_or_evaluate_leaves_no_partial_output(prepared, uninterru
         assert content(path) == complete[path], path
 
 
-# --------------------------------------------------------------------------- the README's bad-input table
+# --------------------------------------------------------------------------- the docs' bad-input table
 
-def readme_bad_input_rows():
-    """(case, message) of each row of the README's "Bad input" table; the message is the text in
-    backquotes of its last column, with <raw>, <work>, <dir> standing for the case's paths."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+def bad_input_rows():
+    """(case, message) of each row of the "Bad input" table of docs/troubleshooting.md; the message
+    is the text in backquotes of its last column, with <raw>, <work>, <dir> standing for the case's paths."""
+    with open(os.path.join(REPO, "docs", "troubleshooting.md"), encoding="utf-8") as f:
         text = f.read()
-    section = text.split("### Bad input", 1)[1]
+    section = text.split("## Bad input", 1)[1]
     table = section[section.index("\n| case |"):].strip().split("\n\n")[0]
     rows = []
     for line in table.splitlines()[2:]:
@@ -395,18 +395,18 @@ def run_case(case, prepared, uninterrupted, tmp_path):
         (tmp_path / "full").mkdir()
         return in_private_mount("tmpfs", tmp_path / "full", average, "--inputs", *inputs, "--output",
                                 str(tmp_path / "full" / "avg.pt")), dict(dir=tmp_path)
-    raise AssertionError(f"README bad-input row without a test case: {case!r}")
+    raise AssertionError(f"bad-input row of docs/troubleshooting.md without a test case: {case!r}")
 
 
-def test_readme_bad_input_table_lists_every_case():
-    cases = [case for case, _ in readme_bad_input_rows()]
-    assert len(cases) == 11 and all(messages for _, messages in readme_bad_input_rows())
+def test_bad_input_table_lists_every_case():
+    cases = [case for case, _ in bad_input_rows()]
+    assert len(cases) == 11 and all(messages for _, messages in bad_input_rows())
     assert {"parallel files of unequal length", "a full disk", "an unknown architecture"} <= set(cases)
 
 
-@pytest.mark.parametrize("case,messages", readme_bad_input_rows(), ids=[c for c, _ in readme_bad_input_rows()])
-def test_readme_bad_input_row_is_what_the_user_gets(prepared, uninterrupted, tmp_path, case, messages):
-    """Each row of the README's bad-input table: its case run for real, and every message the
+@pytest.mark.parametrize("case,messages", bad_input_rows(), ids=[c for c, _ in bad_input_rows()])
+def test_bad_input_row_is_what_the_user_gets(prepared, uninterrupted, tmp_path, case, messages):
+    """Each row of the bad-input table of docs/troubleshooting.md: its case run for real, and every message the
     row quotes appears in what the command printed."""
     proc, paths = run_case(case, prepared, uninterrupted, tmp_path)
     if proc is None:

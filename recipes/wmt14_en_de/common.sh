@@ -50,6 +50,17 @@ one_of() {
 
 line_count() { wc -l < "$1" | tr -d ' '; }
 
+# shell_quote ARG...: the arguments as one line that a shell reads back as the same words
+# (single quotes around any word with characters other than letters, digits and _./:=,+@%-)
+shell_quote() {
+  local word out=()
+  for word in "$@"; do
+    if [[ "$word" =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]]; then out+=("$word")
+    else out+=("'${word//\'/\'\\\'\'}'"); fi
+  done
+  echo "${out[*]}"
+}
+
 # check_parallel PREFIX: PREFIX.$SRC and PREFIX.$TGT exist and have equal line counts
 check_parallel() {
   local a=$1.$SRC b=$1.$TGT

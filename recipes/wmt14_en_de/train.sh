@@ -144,7 +144,7 @@ log "training $RUN_NAME: arch $ARCH on $([ "$NGPU" -gt 0 ] && echo "$WORLD GPU(s
 log "  $MAX_TOKENS tokens/batch x update-freq $UPDATE_FREQ x $WORLD worker(s) = ~$((WORLD * UPDATE_FREQ * MAX_TOKENS)) tokens/update, $MAX_UPDATE updates"
 log "  checkpoints: $SAVE_DIR (every $SAVE_INTERVAL_UPDATES updates, last $KEEP_INTERVAL_UPDATES kept); log: $SAVE_DIR/train.log${tb_args:+; tensorboard: $SAVE_DIR/tensorboard}"
 if [ "${DRY_RUN:-0}" = 1 ]; then
-  log "DRY_RUN=1: would run: ${launch[*]} ${args[*]}"
+  log "DRY_RUN=1: would run: $(shell_quote "${launch[@]}" "${args[@]}")"
   exit 0
 fi
 mkdir -p "$SAVE_DIR"
