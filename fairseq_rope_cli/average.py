@@ -138,32 +138,32 @@ def main(argv=None):
     n = args.num_epoch_checkpoints or args.num_update_checkpoints
     if n is not None:
         if n < 1:
-            ap.error(f"--num-*-checkpoints must be >= 1, got {n}")
+            raise InputError(PROG, f"--num-*-checkpoints must be >= 1, got {n}")
         if len(args.inputs) != 1 or not os.path.isdir(args.inputs[0]):
-            ap.error(f"--num-*-checkpoints needs --inputs to be one directory, got {args.inputs}")
+            raise InputError(PROG, f"--num-*-checkpoints needs --inputs to be one directory, got {args.inputs}")
         inputs = last_n_checkpoints(args.inputs[0], n, args.num_update_checkpoints is not None,
                                     args.checkpoint_upper_bound)
     else:
         if args.checkpoint_upper_bound is not None:
-            ap.error("--checkpoint-upper-bound only applies with --num-epoch-checkpoints or --num-update-checkpoints")
+            raise InputError(PROG, "--checkpoint-upper-bound only applies with --num-epoch-checkpoints or --num-update-checkpoints")
         inputs = args.inputs
         for path in inputs:
             if os.path.isdir(path):
-                ap.error(f"{path} is a directory: give checkpoint files, or use --num-*-checkpoints")
+                raise InputError(PROG, f"{path} is a directory: give checkpoint files, or use --num-*-checkpoints")
             if not os.path.isfile(path):
-                ap.error(f"input checkpoint not found: {path}")
+                raise InputError(PROG, f"input checkpoint not found: {path}")
         if len(set(map(os.path.realpath, inputs))) != len(inputs):
-            ap.error(f"the same checkpoint is given twice in --inputs: {inputs}")
+            raise InputError(PROG, f"the same checkpoint is given twice in --inputs: {inputs}")
 
     out_real = os.path.realpath(args.output)
     for path in inputs:
         if os.path.realpath(path) == out_real:
-            ap.error(f"--output {args.output} is one of the inputs; refusing to overwrite an input checkpoint")
+            raise InputError(PROG, f"--output {args.output} is one of the inputs; refusing to overwrite an input checkpoint")
     out_dir = os.path.dirname(out_real)
     if not os.path.isdir(out_dir):
-        ap.error(f"directory of --output does not exist: {out_dir}")
+        raise InputError(PROG, f"directory of --output does not exist: {out_dir}")
     if not os.access(out_dir, os.W_OK):  # before the work; root passes this, the write below still checks
-        ap.error(f"directory of --output is not writable: {out_dir}")
+        raise InputError(PROG, f"directory of --output is not writable: {out_dir}")
 
     print(f"[{PROG}] averaging {len(inputs)} checkpoints: {', '.join(inputs)}", file=sys.stderr)
     state = average_checkpoints(inputs, log=lambda msg: print(msg, file=sys.stderr))

@@ -24,6 +24,7 @@ Steps:
 import json
 import os
 import re
+import sys
 import time
 
 from .common import InputError, argument_parser, atomic_output, read_lines, write_lines
@@ -123,11 +124,11 @@ def main(argv=None):
         f.write("\n")
 
     name = args.run_name or args.arch or "model"
-    print(f"[score] {name}: {len(refs)} sentences; test set: {args.test_set or args.ref}; raw reference {args.ref}")
-    print(f"[score] {name}: sacreBLEU {sacre.score:.2f}  ({sacre})")
-    print(f"[score] {name}: sacreBLEU signature: {signature} | test set: {args.test_set or args.ref}")
-    print(f"[score] {name}: tokenized, compound-split BLEU (paper convention) {tok_bleu.score:.2f}  ({tok_bleu})")
-    print(f"[score] {name}: hypotheses {detok_path}; result {json_path}")
+    print(f"[{PROG}] {name}: {len(refs)} sentences; test set: {args.test_set or args.ref}; raw reference {args.ref}", file=sys.stderr)
+    print(f"[{PROG}] {name}: sacreBLEU {sacre.score:.2f}  ({sacre})", file=sys.stderr)
+    print(f"[{PROG}] {name}: sacreBLEU signature: {signature} | test set: {args.test_set or args.ref}", file=sys.stderr)
+    print(f"[{PROG}] {name}: tokenized, compound-split BLEU (paper convention) {tok_bleu.score:.2f}  ({tok_bleu})", file=sys.stderr)
+    print(f"[{PROG}] {name}: hypotheses {detok_path}; result {json_path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,13 @@ batch --batch) as an encoder layer uses it (no mask: non-causal) and as a decode
     activations, gradients and temporaries (scripts/benchmark.py's PeakMemory; on CUDA,
     torch.cuda.max_memory_allocated over memory_allocated).
 
-Softmax is the default path of the plugin (fused q/k/v projection, F.scaled_dot_product_attention,
-whose CPU kernel is a flash-attention one: no T x T matrix is stored for T x T scores). Linear is
+Softmax is the plugin's default attention (F.scaled_dot_product_attention, whose CPU kernel is a
+flash-attention one: no T x T matrix is stored for T x T scores). Linear is
 fairseq_rope.linear_attention: phi = elu + 1, sums in float32, causal by chunked prefix sums.
 
-  python scripts/linear_attention_bench.py --out-json benchmarks/linear_attention_cpu.json \\
+Run from the repository root, as a module (it uses scripts/benchmark.py's PeakMemory):
+
+  python -m scripts.linear_attention_bench --out-json benchmarks/linear_attention_cpu.json \\
       --out-md benchmarks/linear_attention_cpu.md
 """
 
@@ -31,15 +33,11 @@ import time
 
 import torch
 
-SCRIPTS = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(SCRIPTS))  # this checkout's fairseq_rope, not another installed copy
-sys.path.insert(1, SCRIPTS)
-
-import fairseq_rope  # noqa: E402
-from benchmark import PeakMemory  # noqa: E402
-from fairseq_rope.attention import RotaryMultiheadAttention  # noqa: E402
-from fairseq_rope.linear_attention import RotaryLinearAttention  # noqa: E402
-from fairseq_rope.options import RopeOptions  # noqa: E402
+import fairseq_rope
+from fairseq_rope.attention import RotaryMultiheadAttention
+from fairseq_rope.linear_attention import RotaryLinearAttention
+from fairseq_rope.options import RopeOptions
+from scripts.benchmark import PeakMemory
 
 KINDS = ("softmax", "linear")
 
@@ -158,7 +156,7 @@ def main(argv=None):
         with open("/proc/cpuinfo") as f:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     report = {
-        "command": "python scripts/linear_attention_bench.py " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m scripts.linear_attention_bench " + shlex.join(sys.argv[1:] if argv is None else argv),
         "config": {k: v for k, v in vars(args).items() if k not in ("out_json", "out_md")},
         "machine": {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                     "torch": torch.__version__, "python": platform.python_version(),

@@ -314,16 +314,16 @@ def test_cli_train_generate_and_checkpoint_option(data, tmp_path):  # noqa: F811
 
 
 def test_benchmark_script_runs_and_writes_its_reports(tmp_path):
-    """scripts/linear_attention_bench.py on tiny sizes (no timed assertions: the numbers mean nothing here)."""
+    """python -m scripts.linear_attention_bench on tiny sizes (no timed assertions: the numbers mean nothing here)."""
     import json
     import os
     import subprocess
     import sys
 
-    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "linear_attention_bench.py")
-    done = subprocess.run([sys.executable, script, "--lengths", "16,40", "--embed-dim", "32", "--heads", "4",
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-m", "scripts.linear_attention_bench", "--lengths", "16,40", "--embed-dim", "32", "--heads", "4",
                            "--repeats", "1", "--warmup", "0", "--threads", "1", "--out-json", str(tmp_path / "b.json"),
-                           "--out-md", str(tmp_path / "b.md")], capture_output=True, text=True, timeout=120)
+                           "--out-md", str(tmp_path / "b.md")], capture_output=True, text=True, timeout=120, cwd=repo)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((tmp_path / "b.json").read_text())
     assert set(report["results"]) == {"encoder_16", "encoder_40", "decoder_16", "decoder_40"}
@@ -331,4 +331,4 @@ def test_benchmark_script_runs_and_writes_its_reports(tmp_path):
         for kind in ("softmax", "linear"):
             assert result[kind]["forward_ms"] > 0 and result[kind]["forward_backward_ms"] > 0 and "peak_mib" in result[kind]
     table = (tmp_path / "b.md").read_text()
-    assert "| 40 |" in table and "Command: `python scripts/linear_attention_bench.py" in table and table in done.stdout
+    assert "| 40 |" in table and "Command: `python -m scripts.linear_attention_bench" in table and table in done.stdout
