@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""A/B of two versions of fairseq-rope with scripts/benchmark.py: is a change worth its code?
+"""A/B of versions of fairseq-rope with scripts/benchmark.py: is a change worth its code?
 
-Each ref (a commit, branch or tag of this repository) is checked out into a temporary git
+Each ref (two or more commits, branches or tags of this repository) is checked out into a temporary git
 worktree; scripts/benchmark.py of that worktree runs with that worktree's fairseq_rope
 (PYTHONPATH, from a neutral directory), so that each version is measured as it was, paired
-against fairseq's transformer in the same run. Runs alternate between the refs (A B, B A, ...)
-so that both see the same drift of the machine. The paired ratios rope/transformer of every run
+against fairseq's transformer in the same run. Runs cycle through the refs in a rotating order
+(A B C, B C A, ...) so that all see the same drift of the machine. The paired ratios rope/transformer of every run
 are printed and written as JSON, with each ref's median and range over its runs: a change
 earns its place where the ranges of the two refs do not overlap.
 
@@ -31,11 +31,13 @@ def git(*args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--refs", nargs=2, required=True, metavar=("A", "B"), help="two git refs of this repository")
+    p.add_argument("--refs", nargs="+", required=True, metavar="REF", help="two or more git refs of this repository")
     p.add_argument("--runs", type=int, default=3, help="benchmark runs per ref (default: 3)")
     p.add_argument("--out-json", help="write every run's ratios and the summary here")
     p.add_argument("benchmark_args", nargs=argparse.REMAINDER, help="after --: arguments of scripts/benchmark.py")
     args = p.parse_args(argv)
+    if len(args.refs) < 2:
+        p.error("--refs needs two or more refs to compare")
     bench_args = [a for a in args.benchmark_args if a != "--"]
     commits = {ref: git("rev-parse", "--short", ref) for ref in args.refs}
     runs = {ref: [] for ref in args.refs}
@@ -47,7 +49,8 @@ def main(argv=None):
                 git("worktree", "add", "--detach", trees[ref], commits[ref])
         try:
             for run in range(args.runs):
-                for ref in args.refs if run % 2 == 0 else args.refs[::-1]:
+                shift = run % len(args.refs)
+                for ref in args.refs[shift:] + args.refs[:shift]:
                     out = os.path.join(tmp, f"{commits[ref]}_{run}.json")
                     command = [sys.executable, os.path.join(trees[ref], "scripts", "benchmark.py"), *bench_args,
                                "--out-json", out]
