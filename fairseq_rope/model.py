@@ -46,6 +46,9 @@ def rope_options(cfg) -> RopeOptions:
     built, which carries the ``rope_*`` args) when the encoder is built, kept on it for the decoder."""
     if getattr(cfg, "rope_options", None) is None:
         cfg.rope_options = RopeOptions.from_args(cfg)
+        if cfg.rope_options.attention == "linear" and cfg.attention_dropout > 0:
+            logger.warning("--rope-attention linear forms no attention weights in self-attention: --attention-dropout "
+                           "%g applies to cross-attention only", cfg.attention_dropout)
     return cfg.rope_options
 
 
@@ -187,9 +190,6 @@ class RoPETransformerModel(TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         rope_defaults(args)
-        if args.rope_attention == "linear" and getattr(args, "attention_dropout", 0.0) > 0:
-            logger.warning("--rope-attention linear forms no attention weights in self-attention: --attention-dropout "
-                           "%g applies to cross-attention only", args.attention_dropout)
         if getattr(args, "cross_self_attention", False):
             raise ValueError("--cross-self-attention is not supported by rope_transformer (it mixes source keys "
                              "into the decoder's rotary self-attention)")
