@@ -60,21 +60,23 @@ def main(argv=None):
                     with open(out) as f:
                         report = json.load(f)
                     runs[ref].append({key: {"paired": report["paired_ratios"][key],
-                                            "interval": report["paired_intervals"][key]} for key in KEYS})
-                    print("[ab]   " + ", ".join(f"{key} {runs[ref][-1][key]['paired']:.3f}" for key in KEYS),
+                                            "interval": report["paired_intervals"][key]}
+                                      for key in KEYS if key in report["paired_ratios"]})  # (--skip train or gen)
+                    print("[ab]   " + ", ".join(f"{key} {value['paired']:.3f}" for key, value in runs[ref][-1].items()),
                           file=sys.stderr, flush=True)
         finally:
             for ref in args.refs:
                 subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", trees[ref]], capture_output=True)
+    keys = [key for key in KEYS if all(key in r for ref in args.refs for r in runs[ref])]
     summary = {ref: {key: {"median": statistics.median(r[key]["paired"] for r in runs[ref]),
                            "min": min(r[key]["paired"] for r in runs[ref]),
-                           "max": max(r[key]["paired"] for r in runs[ref])} for key in KEYS} for ref in args.refs}
-    print(f"| ref | commit | {' | '.join(f'{k} paired, per run' for k in KEYS)} | "
-          f"{' | '.join(f'{k} median (range)' for k in KEYS)} |")
-    print("|---|---|" + "---|" * (2 * len(KEYS)))
+                           "max": max(r[key]["paired"] for r in runs[ref])} for key in keys} for ref in args.refs}
+    print(f"| ref | commit | {' | '.join(f'{k} paired, per run' for k in keys)} | "
+          f"{' | '.join(f'{k} median (range)' for k in keys)} |")
+    print("|---|---|" + "---|" * (2 * len(keys)))
     for ref in args.refs:
-        per_run = [", ".join(f"{r[key]['paired']:.3f}" for r in runs[ref]) for key in KEYS]
-        medians = [f"{summary[ref][k]['median']:.3f} ({summary[ref][k]['min']:.3f}-{summary[ref][k]['max']:.3f})" for k in KEYS]
+        per_run = [", ".join(f"{r[key]['paired']:.3f}" for r in runs[ref]) for key in keys]
+        medians = [f"{summary[ref][k]['median']:.3f} ({summary[ref][k]['min']:.3f}-{summary[ref][k]['max']:.3f})" for k in keys]
         print(f"| {ref} | {commits[ref]} | {' | '.join(per_run)} | {' | '.join(medians)} |")
     if args.out_json:
         with open(args.out_json + ".tmp", "w") as f:
