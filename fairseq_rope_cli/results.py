@@ -27,7 +27,7 @@ def short_path(path):
 
 def render(results):
     lines = [
-        "| Run | Architecture | BLEU (tokenized, compound-split; paper convention) | sacreBLEU | Sentences | Checkpoint |",
+        "| Run | Architecture | BLEU (tokenized, compound-split; fairseq's convention) | sacreBLEU | Sentences | Checkpoint |",
         "|---|---|---:|---:|---:|---|",
     ]
     for r in results:

@@ -13,7 +13,7 @@ Steps:
   3. sacreBLEU (default 13a tokenization, mixed case) of the detokenized hypotheses against
      the RAW reference file, with its signature; sacrebleu 2.x signatures no longer name the
      test set, so the test set is printed and stored next to it;
-  4. tokenized, compound-split BLEU (the paper convention, as fairseq's compound_split_bleu.sh):
+  4. tokenized, compound-split BLEU (fairseq's convention, as its compound_split_bleu.sh):
      hypotheses and the reference tokenized by the recipe's Moses tokenizer, then
      s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g on both, BLEU on whitespace tokens. It is not comparable
      across tokenizations; sacreBLEU is.
@@ -110,7 +110,7 @@ def main(argv=None):
         "sacrebleu_detail": str(sacre),
         "tokenized_bleu": round(tok_bleu.score, 2),
         "tokenized_bleu_detail": str(tok_bleu),
-        "tokenized_bleu_note": "tokenized, compound-split (paper convention): Moses tokenizer -a, "
+        "tokenized_bleu_note": "tokenized, compound-split (fairseq's convention): Moses tokenizer -a, "
                                "##AT## compound splitting, BLEU on whitespace tokens; not comparable to sacreBLEU",
         "hyps_detok": os.path.abspath(detok_path),
         "hyps_tok": os.path.abspath(tok_path),
@@ -127,7 +127,7 @@ def main(argv=None):
     print(f"[{PROG}] {name}: {len(refs)} sentences; test set: {args.test_set or args.ref}; raw reference {args.ref}", file=sys.stderr)
     print(f"[{PROG}] {name}: sacreBLEU {sacre.score:.2f}  ({sacre})", file=sys.stderr)
     print(f"[{PROG}] {name}: sacreBLEU signature: {signature} | test set: {args.test_set or args.ref}", file=sys.stderr)
-    print(f"[{PROG}] {name}: tokenized, compound-split BLEU (paper convention) {tok_bleu.score:.2f}  ({tok_bleu})", file=sys.stderr)
+    print(f"[{PROG}] {name}: tokenized, compound-split BLEU (fairseq's convention) {tok_bleu.score:.2f}  ({tok_bleu})", file=sys.stderr)
     print(f"[{PROG}] {name}: hypotheses {detok_path}; result {json_path}", file=sys.stderr)
 
 

@@ -163,8 +163,8 @@ def test_score_translations_sorts_and_scores(tmp_path):
     expected = sacrebleu.corpus_bleu(hyps_tok, [refs_tok], tokenize="none", force=True).score
     assert result["tokenized_bleu"] == round(expected, 2) and 0 < expected < 100  # lowercase first words
     assert result["tokenized_bleu"] != result["sacrebleu"]
-    assert "signature: nrefs:1" in proc.stdout and "test set: toy" in proc.stdout
-    assert "tokenized, compound-split BLEU (paper convention)" in proc.stdout
+    assert "signature: nrefs:1" in proc.stderr and "test set: toy" in proc.stderr  # progress and results: stderr, JSON
+    assert "tokenized, compound-split BLEU (fairseq's convention)" in proc.stderr and proc.stdout == ""
 
 
 @pytest.mark.parametrize("n_ref", [2, 4])
