@@ -10,7 +10,8 @@ Positions (m and n of eq. 16) are the slot index 0 .. T-1 along the time axis; w
 incrementally the new token continues after the cached keys, which are cached already rotated.
 Scores depend on m - n only and padding is masked, so a left-padded sentence attends exactly as
 it would alone. In training with ``--rope-random-positions`` the encoder or decoder sets
-``positions`` (B x T) for one forward instead.
+``positions`` (B x T) for one forward instead; with ``--rope-scaling auto`` it sets each sentence's
+YaRN factor (``sentence_scaling``) where a sentence is longer than the training length.
 
 Two ways to attend, chosen by one visible condition in :meth:`forward`:
   * ``F.scaled_dot_product_attention``, whenever the caller asks for no attention weights (every
@@ -50,7 +51,10 @@ class RotaryMultiheadAttention(MultiheadAttention):
                          q_noise=q_noise, qn_block_size=qn_block_size)
         self.options, self.causal = options, causal
         self.rotary = RotaryEmbedding(self.head_dim, options)
-        self.positions: Optional[Tensor] = None  # B x T, for one training forward (--rope-random-positions)
+        # set by the encoder or decoder for one forward: positions B x T (--rope-random-positions, training),
+        # or (factors B, training length L) for per-sentence frequencies (--rope-scaling auto)
+        self.positions: Optional[Tensor] = None
+        self.sentence_scaling: Optional[Tuple[Tensor, int]] = None
 
     def forward(
         self,
@@ -101,10 +105,13 @@ class RotaryMultiheadAttention(MultiheadAttention):
                      for p in (self.q_proj, self.k_proj, self.v_proj))
 
     def rotate(self, x: Tensor, past: int) -> Tensor:
-        """x (B x H x T x D) rotated by positions past .. past+T-1, or by ``positions`` (B x T)."""
-        if self.positions is None:
-            return self.rotary.rotate(x, past)
-        return self.rotary.rotate_at(x, self.positions[:, None, :])
+        """x (B x H x T x D) rotated by positions past .. past+T-1, or by ``positions`` (B x T), with
+        each sentence's own frequencies where ``sentence_scaling`` is set."""
+        if self.positions is not None:
+            return self.rotary.rotate_at(x, self.positions[:, None, :])
+        if self.sentence_scaling is not None:
+            return self.rotary.rotate_per_sentence(x, past, *self.sentence_scaling)
+        return self.rotary.rotate(x, past)
 
     def merge_heads(self, attn: Tensor) -> Tensor:
         """B x H x T x D -> T x B x C, through the output projection."""

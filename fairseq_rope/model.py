@@ -92,35 +92,108 @@ def drop_additive_positions(module, state_dict, name):
         logger.warning("rope_transformer has no additive position embeddings: ignoring %s from the checkpoint", ", ".join(dropped))
 
 
-@contextlib.contextmanager
-def random_positions(coder, tokens):
+def draw_random_positions(coder, tokens):
     """--rope-random-positions N, in training: the T slots of each sentence get T distinct positions
     drawn from [0, N) and sorted (randomized positional encodings, Ruoss et al. 2023), the same in
     every self-attention of this forward, so that distances up to N are seen in training. In
-    evaluation (and incremental decoding) positions stay the slot index."""
+    evaluation (and incremental decoding) positions stay the slot index: None."""
     n = rope_options(coder.cfg).random_positions
     if not (coder.training and n):
-        yield
-        return
+        return None
     B, T = tokens.shape
     if T > n:
         raise ValueError(f"--rope-random-positions {n} is less than the length of a training batch ({T} tokens, "
                          f"padding included): raise it above --max-source/target-positions")
-    positions = torch.rand(B, n, device=tokens.device).topk(T, dim=1).indices.sort(dim=1).values
+    return torch.rand(B, n, device=tokens.device).topk(T, dim=1).indices.sort(dim=1).values
+
+
+def record_length(coder, tokens):
+    """In training: ``coder.original_max_positions`` := the longest sequence seen so far, in tokens
+    (padding excluded, EOS included), the largest over all processes of a distributed run. Saved
+    with the model, it is the training length L of --rope-scaling auto."""
+    longest = tokens.ne(coder.padding_idx).sum(1).max()
+    if torch.distributed.is_available() and torch.distributed.is_initialized() \
+            and torch.distributed.get_world_size() > 1:
+        torch.distributed.all_reduce(longest, op=torch.distributed.ReduceOp.MAX)
+    coder.original_max_positions.copy_(torch.maximum(coder.original_max_positions, longest))
+
+
+def training_length(coder) -> int:
+    """L of --rope-scaling auto: --rope-original-max-positions, else the length recorded in training."""
+    length = rope_options(coder.cfg).original_max_positions or int(coder.original_max_positions)
+    if length < 1:
+        raise ValueError("--rope-scaling auto needs the training length L: this model records none (it was saved "
+                         "before fairseq-rope recorded it, or never trained); give it as "
+                         "--rope-original-max-positions (model_overrides {'rope_original_max_positions': L}), "
+                         "the longest training sentence in tokens")
+    return length
+
+
+def scaling_factors(encoder, src_tokens):
+    """--rope-scaling auto, outside training: each sentence's YaRN factor, its source length (tokens,
+    EOS included) over the encoder's training length L, at least 1 (B, float64); None otherwise."""
+    if encoder.training or rope_options(encoder.cfg).scaling != "auto":
+        return None
+    lengths = src_tokens.ne(encoder.padding_idx).sum(1).to(torch.float64)
+    return (lengths / training_length(encoder)).clamp(min=1)
+
+
+@contextlib.contextmanager
+def rotation_inputs(coder, positions=None, factors=None):
+    """Gives every rotary self-attention of ``coder`` its random ``positions`` (B x T) or the sentences'
+    scaling ``factors`` (B) for one forward. Factors that are all 1 change nothing and are not given,
+    so that sentences no longer than in training take the plain path."""
+    scaling = None
+    if factors is not None and bool((factors > 1).any()):
+        scaling = (factors, training_length(coder))
+    if positions is None and scaling is None:
+        yield
+        return
     attentions = [m for m in coder.modules() if isinstance(m, RotaryMultiheadAttention)]
     for attention in attentions:
-        attention.positions = positions
+        attention.positions, attention.sentence_scaling = positions, scaling
     try:
         yield
     finally:
         for attention in attentions:
-            attention.positions = None
+            attention.positions, attention.sentence_scaling = None, None
+
+
+def add_length_buffer(coder):
+    """The longest training sequence, in tokens, recorded by :func:`record_length`; 0 = not recorded."""
+    coder.register_buffer("original_max_positions", torch.zeros((), dtype=torch.long))
+
+
+def upgrade_length_buffer(coder, state_dict, name):
+    """Checkpoints saved before the training length was recorded (or a baseline's) get 0: unknown."""
+    key = f"{name}.original_max_positions" if name else "original_max_positions"
+    if key not in state_dict:
+        state_dict[key] = torch.zeros((), dtype=torch.long)
 
 
 class RoPETransformerEncoder(TransformerEncoderBase):
+    """fairseq's encoder; records its longest training source, and under --rope-scaling auto puts each
+    sentence's factor in its output (``encoder_out["rope_scaling_factors"]``) for the decoder."""
+
+    def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
+        super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
+        add_length_buffer(self)
+
     def forward(self, src_tokens, *args, **kwargs):
-        with random_positions(self, src_tokens):
-            return super().forward(src_tokens, *args, **kwargs)
+        if self.training:
+            record_length(self, src_tokens)
+        factors = scaling_factors(self, src_tokens)
+        with rotation_inputs(self, draw_random_positions(self, src_tokens), factors):
+            encoder_out = super().forward(src_tokens, *args, **kwargs)
+        if factors is not None:
+            encoder_out["rope_scaling_factors"] = [factors]
+        return encoder_out
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        if encoder_out.get("rope_scaling_factors"):
+            reordered["rope_scaling_factors"] = [encoder_out["rope_scaling_factors"][0].index_select(0, new_order)]
+        return reordered
 
     def build_encoder_layer(self, cfg):
         return wrap_layer(RoPETransformerEncoderLayer(cfg, return_fc=self.return_fc), cfg)
@@ -130,13 +203,25 @@ class RoPETransformerEncoder(TransformerEncoderBase):
 
     def upgrade_state_dict_named(self, state_dict, name):
         drop_additive_positions(self, state_dict, name)
+        upgrade_length_buffer(self, state_dict, name)
         return super().upgrade_state_dict_named(state_dict, name)
 
 
 class RoPETransformerDecoder(TransformerDecoderBase):
-    def forward(self, prev_output_tokens, *args, **kwargs):
-        with random_positions(self, prev_output_tokens):
-            return super().forward(prev_output_tokens, *args, **kwargs)
+    """fairseq's decoder; records its longest training target, and under --rope-scaling auto rotates
+    each sentence with its source's factor (from the encoder's output) at every step."""
+
+    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
+        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
+                         output_projection=output_projection)
+        add_length_buffer(self)
+
+    def forward(self, prev_output_tokens, encoder_out=None, *args, **kwargs):
+        if self.training:
+            record_length(self, prev_output_tokens)
+        factors = (encoder_out or {}).get("rope_scaling_factors")
+        with rotation_inputs(self, draw_random_positions(self, prev_output_tokens), factors[0] if factors else None):
+            return super().forward(prev_output_tokens, encoder_out, *args, **kwargs)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return wrap_layer(RoPETransformerDecoderLayer(cfg, no_encoder_attn), cfg)
@@ -146,6 +231,7 @@ class RoPETransformerDecoder(TransformerDecoderBase):
 
     def upgrade_state_dict_named(self, state_dict, name):
         drop_additive_positions(self, state_dict, name)
+        upgrade_length_buffer(self, state_dict, name)
         return super().upgrade_state_dict_named(state_dict, name)
 
 
@@ -172,13 +258,16 @@ class RoPETransformerModel(TransformerModel):
         group.add_argument("--rope-scaling", metavar="S",
                            help="frequencies for inputs longer than in training: 'none' (default, the paper's), "
                                 "'linear' (position interpolation, positions / F), 'ntk' (NTK-aware: base * "
-                                "F^(d/(d-2))) or 'yarn' (YaRN: per-frequency interpolation and its softmax "
-                                "temperature; needs --rope-original-max-positions); usually set at generation "
-                                "time with --model-overrides")
+                                "F^(d/(d-2))), 'yarn' (YaRN: per-frequency interpolation and its softmax "
+                                "temperature; needs --rope-original-max-positions) or 'auto' (YaRN per sentence, "
+                                "factor = source length / training length, none for sentences no longer than in "
+                                "training; the training length is recorded by the model); usually set at "
+                                "generation time with --model-overrides")
         group.add_argument("--rope-scaling-factor", type=float, metavar="F",
                            help="how many times longer the inputs are than in training (>= 1; default 1)")
         group.add_argument("--rope-original-max-positions", type=int, metavar="L",
-                           help="the longest training sequence in tokens (YaRN's L)")
+                           help="the longest training sequence in tokens (YaRN's L; for 'auto' it overrides "
+                                "the length the model recorded in training)")
         group.add_argument("--rope-random-positions", type=int, metavar="N",
                            help="in training, give each sentence's tokens sorted random positions from [0, N) "
                                 "instead of 0, 1, 2, ... (randomized positional encodings, Ruoss et al. 2023), "

@@ -10,8 +10,9 @@ from typing import Optional
 
 LAYOUTS = ("interleaved", "half")
 ATTENTIONS = ("softmax", "linear")
-# Rotations for inputs longer than the training lengths (none = the paper's), see rotary.py
-SCALINGS = ("none", "linear", "ntk", "yarn")
+# Rotations for inputs longer than the training lengths (none = the paper's), see rotary.py;
+# auto: YaRN per sentence, its factor the sentence's source length over the training length L
+SCALINGS = ("none", "linear", "ntk", "yarn", "auto")
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,9 @@ class RopeOptions:
     dim: Optional[int] = None  # rotated channels per head (even); None: the whole head
     attention: str = "softmax"  # "linear": RoPE with linear attention, eq. 19
     scaling: str = "none"  # frequencies for inputs longer than in training: SCALINGS
-    scaling_factor: float = 1.0  # how many times longer than in training
-    original_max_positions: Optional[int] = None  # the longest training sequence in tokens (YaRN's L)
+    scaling_factor: float = 1.0  # how many times longer than in training (auto: per sentence instead)
+    original_max_positions: Optional[int] = None  # the longest training sequence in tokens (YaRN's L);
+    # auto reads L from the model (recorded in training) unless this is set
     random_positions: int = 0  # training only: sorted random positions from [0, N) (0: off)
 
     def __post_init__(self):
@@ -41,12 +43,17 @@ class RopeOptions:
             fail("scaling", f"must be one of {', '.join(SCALINGS)}")
         if self.scaling == "none" and self.scaling_factor != 1:
             fail("scaling_factor", "needs a --rope-scaling (linear, ntk or yarn)")
+        if self.scaling == "auto" and self.scaling_factor != 1:
+            fail("scaling_factor", "is chosen per sentence by --rope-scaling auto (its source length over the "
+                                   "training length); leave it at 1")
+        if self.original_max_positions is not None and self.original_max_positions < 1:
+            fail("original_max_positions", "must be >= 1 (the longest training sequence in tokens)")
         if not self.scaling_factor >= 1:
             fail("scaling_factor", "must be >= 1 (how many times longer than in training)")
         if self.scaling == "yarn" and not (self.original_max_positions or 0) >= 1:
             fail("original_max_positions", "is needed by --rope-scaling yarn: the longest training sequence in tokens")
-        if self.scaling == "yarn" and self.attention == "linear":
-            fail("scaling", "yarn scales the softmax's logits (its temperature); it does not apply to "
+        if self.scaling in ("yarn", "auto") and self.attention == "linear":
+            fail("scaling", f"{self.scaling} scales the softmax's logits (its temperature); it does not apply to "
                             "--rope-attention linear")
         if self.random_positions < 0:
             fail("random_positions", "must be >= 0 (0: off)")

@@ -43,6 +43,10 @@ from .options import RopeOptions
 #           lambda_i = 2 pi / theta_i, and q, k scaled by 0.1 ln F + 1 (YaRN, Peng et al. 2023, with
 #           its alpha = 1, beta = 32): dimensions that turn fewer than once over the training
 #           length L are interpolated, those that turn 32+ times kept
+#   auto:   per sentence, yarn with F = max(1, source tokens / L), L the longest training sequence
+#           recorded by the model in training (or --rope-original-max-positions): sentences no
+#           longer than in training are rotated as without scaling, longer ones get a factor that
+#           grows with their length; the decoder keeps its source's factor for every step
 YARN_ALPHA, YARN_BETA = 1.0, 32.0
 
 
@@ -51,7 +55,8 @@ class RotaryEmbedding(nn.Module):
     the other channels pass unchanged.
 
     ``rotate(x, start)``: positions start, start+1, ... along x's second-last axis (the slot index);
-    ``rotate_at(x, positions)``: given integer positions (random positions in training)."""
+    ``rotate_at(x, positions)``: given integer positions (random positions in training);
+    ``rotate_per_sentence(x, start, factors, length)``: each sentence with its own YaRN factor (auto)."""
 
     def __init__(self, head_dim: int, options: RopeOptions = RopeOptions()):
         super().__init__()
@@ -66,23 +71,16 @@ class RotaryEmbedding(nn.Module):
         return f"dim={self.dim}, {self.options}"
 
     def inv_freq(self) -> Tensor:
-        """theta_i = theta^(-2(i-1)/d) for i = 1 .. d/2, in float64, after the scaling."""
-        o, d = self.options, self.dim
-        exponents = torch.arange(0, d, 2, dtype=torch.float64) / d
-        freq = o.theta ** -exponents
-        if o.scaling == "linear":
-            return freq / o.scaling_factor
-        if o.scaling == "ntk":
-            return (o.theta * o.scaling_factor ** (d / (d - 2))) ** -exponents
-        if o.scaling == "yarn":
-            turns = o.original_max_positions * freq / (2 * math.pi)  # L / lambda_i
-            kept = ((turns - YARN_ALPHA) / (YARN_BETA - YARN_ALPHA)).clamp(0, 1)
-            return freq / o.scaling_factor * (1 - kept) + freq * kept
-        return freq
+        """theta_i = theta^(-2(i-1)/d) for i = 1 .. d/2, in float64, after the scaling (auto: none
+        here; its per-sentence frequencies are made by :meth:`rotate_per_sentence`)."""
+        o = self.options
+        if o.scaling == "auto":
+            return frequencies(o.theta, self.dim)
+        return frequencies(o.theta, self.dim, o.scaling, o.scaling_factor, o.original_max_positions)
 
     def magnitude(self) -> float:
         """What q and k are multiplied by with the rotation: YaRN's sqrt(1/t) = 0.1 ln F + 1, else 1."""
-        return 0.1 * math.log(self.options.scaling_factor) + 1 if self.options.scaling == "yarn" else 1.0
+        return yarn_magnitude(self.options.scaling_factor) if self.options.scaling == "yarn" else 1.0
 
     def _grow(self, length: int):
         """Makes the table cover positions 0 .. length-1 (rounded up to a power of two), from
@@ -91,11 +89,7 @@ class RotaryEmbedding(nn.Module):
             return
         length = max(64, 1 << (length - 1).bit_length())
         angles = torch.outer(torch.arange(length, dtype=torch.float64), self.inv_freq())  # L x d/2
-        cos, sin = angles.cos() * self.magnitude(), angles.sin() * self.magnitude()
-        if self.options.layout == "interleaved":  # channels (2i, 2i+1) share angle i; swap(x)_{2i} = -x_{2i+1}
-            cos, sin = cos.repeat_interleave(2, -1), torch.stack((-sin, sin), -1).flatten(-2)
-        else:  # channels (i, i + d/2) share angle i; swap(x)_i = -x_{i+d/2}
-            cos, sin = torch.cat((cos, cos), -1), torch.cat((-sin, sin), -1)
+        cos, sin = signed_rows(angles.cos() * self.magnitude(), angles.sin() * self.magnitude(), self.options.layout)
         device, dtype = self.cos_table.device, self.cos_table.dtype
         self.cos_table, self.sin_table = cos.to(device, dtype), sin.to(device, dtype)
 
@@ -125,6 +119,51 @@ class RotaryEmbedding(nn.Module):
         end = int(positions.max()) + 1 if positions.numel() else 0
         cos, sin = self.cos_sin(0, end, x.dtype)
         return apply_rotary(x, cos[positions], sin[positions], self.options.layout)
+
+    def rotate_per_sentence(self, x: Tensor, start: int, factors: Tensor, length: int) -> Tensor:
+        """``x`` (B x H x T x C) rotated at positions start .. start+T-1 with sentence b's own
+        frequencies: YaRN at factor ``factors[b]`` (>= 1; 1 = unscaled) over training length
+        ``length`` (--rope-scaling auto). Angles and magnitudes in float64 from integer positions,
+        computed on x's device for this call (no table): a factor of 1 gives the table's values."""
+        factors = factors.to(x.device, torch.float64)[:, None]  # B x 1
+        freq = frequencies(self.options.theta, self.dim, "yarn", factors, length).to(x.device)  # B x d/2
+        positions = torch.arange(start, start + x.size(-2), dtype=torch.float64, device=x.device)
+        angles = positions[None, :, None] * freq[:, None, :]  # B x T x d/2
+        magnitude = yarn_magnitude(factors)[:, :, None]  # B x 1 x 1
+        cos, sin = signed_rows(angles.cos() * magnitude, angles.sin() * magnitude, self.options.layout)
+        return apply_rotary(x, cos[:, None].to(x.dtype), sin[:, None].to(x.dtype), self.options.layout)
+
+
+def frequencies(theta: float, dim: int, scaling: str = "none", factor=1.0, length=None) -> Tensor:
+    """theta_i = theta^(-2(i-1)/dim), i = 1 .. dim/2, in float64, after ``scaling`` by ``factor``
+    (for yarn, with training length ``length``). For yarn, ``factor`` may be a B x 1 float64
+    tensor: one row of frequencies per sentence."""
+    exponents = torch.arange(0, dim, 2, dtype=torch.float64) / dim
+    freq = theta ** -exponents
+    if scaling == "linear":
+        return freq / factor
+    if scaling == "ntk":
+        return (theta * factor ** (dim / (dim - 2))) ** -exponents
+    if scaling == "yarn":
+        if torch.is_tensor(factor):
+            freq = freq.to(factor.device)
+        turns = length * freq / (2 * math.pi)  # L / lambda_i
+        kept = ((turns - YARN_ALPHA) / (YARN_BETA - YARN_ALPHA)).clamp(0, 1)
+        scaled = freq / factor * (1 - kept) + freq * kept
+        return torch.where(factor == 1, freq, scaled) if torch.is_tensor(factor) else scaled
+    return freq
+
+
+def yarn_magnitude(factor):
+    """YaRN's sqrt(1/t) = 0.1 ln F + 1 (a number, or a tensor of factors)."""
+    return 0.1 * (factor.log() if torch.is_tensor(factor) else math.log(factor)) + 1
+
+
+def signed_rows(cos: Tensor, sin: Tensor, layout: str) -> Tuple[Tensor, Tensor]:
+    """Eq. 34's cos and signed sin rows (... x d) of the angles' cos and sin (... x d/2)."""
+    if layout == "interleaved":  # channels (2i, 2i+1) share angle i; swap(x)_{2i} = -x_{2i+1}
+        return cos.repeat_interleave(2, -1), torch.stack((-sin, sin), -1).flatten(-2)
+    return torch.cat((cos, cos), -1), torch.cat((-sin, sin), -1)  # channels (i, i + d/2); swap(x)_i = -x_{i+d/2}
 
 
 def swap_pairs(x: Tensor, layout: str) -> Tensor:

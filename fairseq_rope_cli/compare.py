@@ -15,6 +15,8 @@ the raw source line; --buckets 10,20,30,40 gives 1-10, 11-20, 21-30, 31-40 and 4
 Significance: sacrebleu's paired bootstrap resampling (sacrebleu.significance.PairedTest,
 test_type "bs", as `sacrebleu --paired-bs`) of every run against the first, overall and per
 bucket; seed 12345 unless SACREBLEU_SEED is set, so the p-values are reproducible.
+Also per run and bucket: the hypothesis/reference length ratio and the share of hypotheses that
+repeat one word 4 or more times in a row (how often a model falls into a loop).
 Outputs: a markdown table (stdout and --out-md), a PNG plot of BLEU and chrF by bucket
 (--out-png), and every number as JSON (--out-json).
 """
@@ -132,13 +134,29 @@ def metrics():
     return {"BLEU": BLEU(), "chrF": CHRF()}
 
 
+REPEAT_RUN = 4  # a hypothesis "repeats" when one word occurs this many times in a row
+
+
+def repeats(hypothesis, run=REPEAT_RUN):
+    """Whether a word (whitespace-separated) occurs ``run`` or more times in a row: the loops
+    ("die die die die ...") a model falls into on inputs far longer than in training."""
+    words, count = hypothesis.split(), 1
+    for previous, word in zip(words, words[1:]):
+        count = count + 1 if word == previous else 1
+        if count >= run:
+            return True
+    return False
+
+
 def add_length_ratio(scores, named_hyps, refs):
-    """sacreBLEU's hypothesis/reference length ratio (its brevity penalty input) for every run."""
+    """For every run: sacreBLEU's hypothesis/reference length ratio (its brevity penalty input) and
+    the share of hypotheses that repeat a word 4+ times in a row."""
     from sacrebleu.metrics import BLEU
 
     for name, hyps in named_hyps:
         b = BLEU().corpus_score(hyps, [refs])
         scores[name]["len_ratio"] = b.sys_len / b.ref_len if b.ref_len else 0.0
+        scores[name]["repeat_share"] = sum(map(repeats, hyps)) / len(hyps) if hyps else 0.0
     return scores
 
 
@@ -246,25 +264,30 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
                      f"test ({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}); "
                      f"\\* = p < 0.05. ± is the half-width of the bootstrap 95% confidence interval.")
         lines.append("")
-    lines += ["| Run | BLEU | chrF | hyp/ref length |", "|---|---:|---:|---:|"]
+    lines += ["| Run | BLEU | chrF | hyp/ref length | repeating |", "|---|---:|---:|---:|---:|"]
     for name in runs:
         cells = [_cell(res["overall"], name, m, first, ci=True) for m in ("bleu", "chrf")]
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {res['overall'][name]['len_ratio']:.2f} |")
+        overall = res["overall"][name]
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {overall['len_ratio']:.2f} | "
+                     f"{100 * overall['repeat_share']:.1f}% |")
     lines += ["", "By source length (words):", ""]
     header = (["Source words", "Sentences"] + [f"BLEU {n}" for n in runs] + [f"chrF {n}" for n in runs]
-              + ["hyp/ref length " + " / ".join(runs)])
+              + ["hyp/ref length " + " / ".join(runs), "repeating (%) " + " / ".join(runs)])
     lines.append("| " + " | ".join(header) + " |")
-    lines.append("|---|---:|" + "---:|" * (2 * len(runs) + 1))
+    lines.append("|---|---:|" + "---:|" * (2 * len(runs) + 2))
     for b in res["buckets"]:
         label = b["label"]
         if train_max_words and b["min_words"] > train_max_words:
             label += " *(unseen)*"
         if not b["scores"]:
-            cells = ["–"] * (2 * len(runs) + 1)
+            cells = ["–"] * (2 * len(runs) + 2)
         else:
             cells = [_cell(b["scores"], n, m, first) for m in ("bleu", "chrf") for n in runs]
             cells.append(" / ".join(f"{b['scores'][n]['len_ratio']:.2f}" for n in runs))
+            cells.append(" / ".join(f"{100 * b['scores'][n]['repeat_share']:.0f}" for n in runs))
         lines.append(f"| {label} | {b['sentences']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(f"repeating: the share of hypotheses in which one word occurs {REPEAT_RUN} or more times in a row.")
     lines.append("")
     for name, sig in res["signatures"].items():
         lines.append(f"{name} signature: `{sig}`")

@@ -6,6 +6,7 @@
     fairseq-rope-prep sgm        IN.sgm OUT.txt
     fairseq-rope-prep spm-train  --inputs A.en A.de --model-prefix PREFIX [--vocab-size 37000] [--model-type unigram|bpe]
     fairseq-rope-prep spm-encode --model PREFIX.model -i IN -o OUT
+    fairseq-rope-prep concat-pairs --src A.en --tgt A.de --out-src B.en --out-tgt B.de -k 2 [--order consecutive|random]
 
 tokenize = the three Moses steps of fairseq's WMT14 recipe on every line: normalize-punctuation.perl,
 remove-non-printing-char.perl, tokenizer.perl -a, i.e. sacremoses MosesPunctNormalizer (with its
@@ -32,6 +33,12 @@ spm-train / spm-encode: a joint sentencepiece model for the recipe's TOKENIZER=s
 the sentencepiece Python API (its PyPI package has no spm_* commands), trained on the
 Moses-tokenized text of both languages; spm-encode writes space-separated pieces, which fairseq
 turns back into tokenized text with ``--remove-bpe sentencepiece``.
+
+concat-pairs writes every training pair, then concatenations of k pairs (Varis & Bojar, EMNLP
+2021: longer training examples made from short ones, so that a model sees long inputs): pairs
+1..k, k+1..2k, ... of the input order (--order consecutive) or of a permutation drawn with --seed
+(--order random), the k sources joined by one space and the k targets likewise. With N pairs that
+is N + floor(N / k) lines; the last N mod k pairs appear only on their own (said on stderr).
 
 Every output is written to a temporary file and renamed when complete, so an interrupted run
 never leaves a partial file under its final name.
@@ -248,6 +255,40 @@ def run_spm_encode(args):
     print(f"[{PROG} spm-encode] {args.input} -> {args.output}: {n} lines", file=sys.stderr)
 
 
+def concatenated_pairs(pairs, k, order="consecutive", seed=1):
+    """The pairs, then each group of ``k`` of them (in input order, or in a permutation drawn with
+    ``seed``) joined by one space on each side; a trailing group of fewer than k is not joined."""
+    import random
+
+    index = list(range(len(pairs)))
+    if order == "random":
+        random.Random(seed).shuffle(index)
+    groups = [index[i:i + k] for i in range(0, len(index) - k + 1, k)]
+    joined = [(" ".join(pairs[i][0] for i in g), " ".join(pairs[i][1] for i in g)) for g in groups]
+    return list(pairs) + joined
+
+
+def run_concat_pairs(args):
+    need_file(args.src, "--src")
+    need_file(args.tgt, "--tgt")
+    if args.k < 2:
+        raise InputError(PROG, f"-k must be >= 2 (pairs per concatenation), got {args.k}")
+    sources, targets = list(decode_lines(args.src, PROG)), list(decode_lines(args.tgt, PROG))
+    if len(sources) != len(targets):
+        raise InputError(PROG, f"parallel files differ in length: {args.src} has {len(sources)} lines, "
+                               f"{args.tgt} has {len(targets)} lines")
+    out = concatenated_pairs(list(zip(sources, targets)), args.k, args.order, args.seed)
+    with atomic_output(args.out_src) as out_src, atomic_output(args.out_tgt) as out_tgt:
+        for s, t in out:
+            out_src.write(s + "\n")
+            out_tgt.write(t + "\n")
+    rest = len(sources) % args.k
+    note = f"; the last {rest} pair(s) of the {args.order} order only on their own" if rest else ""
+    print(f"[{PROG} concat-pairs] {args.src} / {args.tgt}: {len(sources)} pairs + {len(out) - len(sources)} "
+          f"concatenations of {args.k} ({args.order}{', seed %d' % args.seed if args.order == 'random' else ''})"
+          f"{note} -> {args.out_src}, {args.out_tgt}", file=sys.stderr)
+
+
 def main(argv=None):
     ap = argument_parser(PROG, __doc__)
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
@@ -293,6 +334,17 @@ def main(argv=None):
     p.add_argument("-i", "--input", required=True)
     p.add_argument("-o", "--output", required=True)
     p.set_defaults(run=run_spm_encode)
+    p = sub.add_parser("concat-pairs", help="add concatenations of k training pairs",
+                       description="Writes every pair, then concatenations of k pairs (consecutive or random).")
+    p.add_argument("--src", required=True, help="source side")
+    p.add_argument("--tgt", required=True, help="target side, as many lines as --src")
+    p.add_argument("--out-src", required=True)
+    p.add_argument("--out-tgt", required=True)
+    p.add_argument("-k", type=int, required=True, help="pairs per concatenation (>= 2)")
+    p.add_argument("--order", choices=["consecutive", "random"], default="consecutive",
+                   help="which pairs are joined: consecutive lines, or a random permutation (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=1, help="seed of --order random (default: %(default)s)")
+    p.set_defaults(run=run_concat_pairs)
     args = ap.parse_args(argv)
     args.run(args)
 

@@ -248,3 +248,29 @@ def test_length_options_are_recorded_and_overridable_at_generation(data, trained
     yarn = generate("--model-overrides", "{'rope_scaling': 'yarn', 'rope_scaling_factor': 2.0, "
                                          "'rope_original_max_positions': 12}")
     assert len(plain) == len(yarn) >= 20 and plain != yarn
+
+
+def test_training_records_its_longest_sentences_and_auto_uses_them(data, trained):
+    """fairseq-train records the longest source and target it saw (tokens + EOS) in the checkpoint;
+    fairseq-generate with --model-overrides "{'rope_scaling': 'auto'}" needs no number, translates
+    the test set (no longer than training) exactly as without it, and changes inputs that are
+    longer (fairseq-interactive on 3x longer sentences)."""
+    model = load_checkpoint(trained / "checkpoint_last.pt")["model"]
+    longest = {side: max(len(line.split()) for line in (data / f"train.{side}").read_text().splitlines()) + 1
+               for side in ("src", "tgt")}
+    assert int(model["encoder.original_max_positions"]) == longest["src"]
+    assert int(model["decoder.original_max_positions"]) == longest["tgt"]
+
+    def generate(*flags):
+        out = run("fairseq-generate", data / "bin", "--user-dir", USER_DIR, "--path", trained / "checkpoint_last.pt",
+                  "--cpu", "--beam", "4", "--gen-subset", "test", *flags)
+        return sorted(line for line in out.stdout.splitlines() if line.startswith(("H-", "P-")))
+
+    auto = ("--model-overrides", "{'rope_scaling': 'auto'}")
+    plain = generate()
+    assert len(plain) >= 40 and generate(*auto) == plain
+    words = [f"w{i}" for i in range(30)]
+    long_lines = [" ".join(words[(i * 7 + j) % 30] for j in range(30)) for i in range(4)]
+    plain_long = hypotheses(interactive(data, trained / "checkpoint_last.pt", long_lines, "--beam", "4").stdout)
+    auto_long = hypotheses(interactive(data, trained / "checkpoint_last.pt", long_lines, "--beam", "4", *auto).stdout)
+    assert len(plain_long) == len(auto_long) == 4 and plain_long != auto_long

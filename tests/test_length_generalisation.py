@@ -180,7 +180,11 @@ def test_random_positions_only_in_training(dict_dir, build):
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--rope-scaling", "cubic"], "--rope-scaling must be one of none, linear, ntk, yarn; got 'cubic'"),
+    (["--rope-scaling", "cubic"], "--rope-scaling must be one of none, linear, ntk, yarn, auto; got 'cubic'"),
+    (["--rope-scaling", "auto", "--rope-scaling-factor", "2"], "--rope-scaling-factor is chosen per sentence by "
+                                                                "--rope-scaling auto"),
+    (["--rope-scaling", "auto", "--rope-attention", "linear"], "--rope-scaling auto scales the softmax's logits"),
+    (["--rope-scaling", "auto", "--rope-original-max-positions", "0"], "--rope-original-max-positions must be >= 1"),
     (["--rope-scaling-factor", "2"], "--rope-scaling-factor needs a --rope-scaling (linear, ntk or yarn); got 2.0"),
     (["--rope-scaling", "linear", "--rope-scaling-factor", "0.5"], "--rope-scaling-factor must be >= 1"),
     (["--rope-scaling", "yarn", "--rope-scaling-factor", "2"],
@@ -204,3 +208,113 @@ def test_random_positions_shorter_than_a_batch_are_refused(dict_dir, build):
     model.train()
     with pytest.raises(ValueError, match=r"--rope-random-positions 8 is less than the length of a training batch \(12"):
         model(src, lengths, prev)
+
+
+@pytest.mark.parametrize("layout, rope_dim", [("interleaved", None), ("half", None), ("interleaved", 8)])
+def test_auto_frequencies_per_sentence_equal_their_definition_in_float64(layout, rope_dim):
+    """--rope-scaling auto: sentence b rotated at positions start.. by YaRN's definition with its own
+    factor F_b (theta_i and the magnitude 0.1 ln F + 1), in float64; F = 1 is the unscaled table."""
+    L, start, factors = 20, 5, [1.0, 1.7, 3.0]
+    rotary = RotaryEmbedding(D, RopeOptions(scaling="auto", layout=layout, dim=rope_dim)).double()
+    rotated = rope_dim or D
+    x = torch.randn(len(factors), 2, 7, D, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    got = rotary.rotate_per_sentence(x, start, torch.tensor(factors, dtype=torch.float64), L)
+    for b, factor in enumerate(factors):
+        freqs = reference_frequencies("yarn", factor, L, d=rotated)
+        scale = torch.ones(D, dtype=torch.float64)
+        scale[:rotated] = 0.1 * math.log(factor) + 1
+        for t in range(x.size(2)):
+            want = scale * (scaled_rotation_matrix(start + t, freqs, layout, rotated=rotated) @ x[b, :, t].T).T
+            torch.testing.assert_close(got[b, :, t], want, rtol=0, atol=1e-12)
+    assert torch.equal(got[0], rotary.rotate(x[0], start))  # a factor of 1: the plain rotation, bit for bit
+
+
+def auto_model(dict_dir, build, *flags):
+    """A rope model that recorded training lengths 8 (source) and 9 (target) in one training forward,
+    then switched to --rope-scaling auto for evaluation (as --model-overrides does)."""
+    model, task = build(dict_dir, "rope_transformer", *flags)
+    src, lengths = random_tokens(task, [8, 5], seed=11)
+    prev, _ = random_tokens(task, [9, 6], seed=12, left_pad=False)
+    model.train()
+    model(src, lengths, prev)
+    assert (int(model.encoder.original_max_positions), int(model.decoder.original_max_positions)) == (8, 9)
+    auto, _ = build(dict_dir, "rope_transformer", "--rope-scaling", "auto", *flags)
+    auto.load_state_dict(model.state_dict())
+    return model.eval(), auto.eval(), task
+
+
+def test_auto_gives_each_sentence_its_source_length_over_the_training_length(dict_dir, build, monkeypatch):
+    """The encoder's factor per sentence is max(1, tokens / L) with L recorded in training; every
+    self-attention of encoder and decoder rotates with it; sentences no longer than L translate as
+    the plain model, bit for bit, even beside longer ones; --rope-original-max-positions overrides L."""
+    plain, auto, task = auto_model(dict_dir, build)
+    src, lengths = random_tokens(task, [4, 8, 12, 20], seed=13)
+    prev, _ = random_tokens(task, [7, 9, 14, 22], seed=14, left_pad=False)
+    seen = []
+    rotate = RotaryEmbedding.rotate_per_sentence
+    monkeypatch.setattr(RotaryEmbedding, "rotate_per_sentence",
+                        lambda self, x, start, factors, length: seen.append((factors, length)) or
+                        rotate(self, x, start, factors, length))
+    with torch.no_grad():
+        enc = auto.encoder(src, src_lengths=lengths)
+        want = torch.tensor([1.0, 1.0, 12 / 8, 20 / 8], dtype=torch.float64)
+        assert torch.equal(enc["rope_scaling_factors"][0], want)
+        out = auto.decoder(prev, encoder_out=enc)[0]
+        reference = plain.decoder(prev, encoder_out=plain.encoder(src, src_lengths=lengths))[0]
+    layers = len(auto.encoder.layers) + len(auto.decoder.layers)
+    assert len(seen) == 2 * layers  # q and k of every self-attention
+    assert all(torch.equal(f, want) for f, _ in seen)
+    assert [length for _, length in seen] == [8] * 2 * len(auto.encoder.layers) + [9] * 2 * len(auto.decoder.layers)
+    assert not torch.allclose(out[2:], reference[2:], atol=1e-3)  # longer sentences are scaled
+    # sentences of at most L tokens: the plain model's outputs, alone and in this mixed batch
+    torch.testing.assert_close(out[:2], reference[:2], rtol=1e-6, atol=1e-6)
+    short, short_lengths = random_tokens(task, [4, 8], seed=15)
+    with torch.no_grad():
+        assert torch.equal(auto(short, short_lengths, prev[:2, :9])[0], plain(short, short_lengths, prev[:2, :9])[0])
+    overridden, _ = build(dict_dir, "rope_transformer", "--rope-scaling", "auto", "--rope-original-max-positions", "4")
+    overridden.load_state_dict(auto.state_dict())
+    with torch.no_grad():
+        enc = overridden.eval().encoder(src, src_lengths=lengths)
+    assert torch.equal(enc["rope_scaling_factors"][0], torch.tensor([1.0, 2.0, 3.0, 5.0], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("flags", [[], ["--rope-layout", "half", "--rope-dim", "4"]])
+def test_auto_incremental_decoding_equals_full_pass_with_beam_reorders(dict_dir, build, flags):
+    """Under auto, a decoder fed one token at a time keeps each sentence's factor at every step, also
+    when beam search reorders the hypotheses (2 beams each of a long and a short sentence), and
+    equals the full pass; the encoder output's factors follow beam search's reorders."""
+    _, auto, task = auto_model(dict_dir, build, *flags)
+    src, lengths = random_tokens(task, [20, 20, 5, 5], seed=16)
+    src[1], src[3] = src[0], src[2]  # two beams per sentence
+    prev, _ = random_tokens(task, [12, 12, 12, 12], seed=17, left_pad=False)
+    with torch.no_grad():
+        enc = auto.encoder(src, src_lengths=lengths)
+        assert torch.equal(auto.encoder.reorder_encoder_out(enc, torch.tensor([2, 0, 3, 1]))["rope_scaling_factors"][0],
+                           torch.tensor([1.0, 2.5, 1.0, 2.5], dtype=torch.float64))
+        decode_step_by_step_equals_full_pass(auto, enc, prev, reorders=[(4, torch.tensor([1, 1, 2, 2])),
+                                                                        (7, torch.tensor([0, 1, 3, 2]))])
+
+
+def test_auto_translates_a_sentence_alone_as_in_a_batch_of_other_lengths(dict_dir, build):
+    """Beam search under auto: every sentence's hypothesis and score are the same alone and in one
+    left-padded batch with sentences of other lengths (longer and shorter than training)."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    _, auto, task = auto_model(dict_dir, build)
+    generator = SequenceGenerator([auto], task.target_dictionary, beam_size=4, max_len_b=30)
+    src, lengths = random_tokens(task, [25, 6, 16, 3], seed=18)
+    with torch.no_grad():
+        batch = generator.forward({"net_input": {"src_tokens": src, "src_lengths": lengths}})
+        for i, n in enumerate(lengths.tolist()):
+            alone = generator.forward({"net_input": {"src_tokens": src[i : i + 1, -n:], "src_lengths": lengths[i : i + 1]}})
+            assert torch.equal(alone[0][0]["tokens"], batch[i][0]["tokens"]), i
+            torch.testing.assert_close(alone[0][0]["score"], batch[i][0]["score"], rtol=1e-5, atol=1e-5)
+
+
+def test_auto_without_a_training_length_names_the_flag(dict_dir, build):
+    """A model that recorded no training length (never trained, or saved before it was recorded)
+    refuses auto with a message naming --rope-original-max-positions."""
+    model, task = build(dict_dir, "rope_transformer", "--rope-scaling", "auto")
+    src, lengths = random_tokens(task, [5], seed=19)
+    with pytest.raises(ValueError, match="--rope-original-max-positions"):
+        model.eval().encoder(src, src_lengths=lengths)

@@ -28,8 +28,10 @@ def test_architectures_match_fairseq_sizes(dict_dir, build):
         differing = {key for key in {*vars(rope.args), *vars(base.args)} - ours if not key.startswith("rope_")
                      and getattr(rope.args, key, "absent") != getattr(base.args, key, "absent")}
         assert not differing, (rope_arch, {k: (getattr(rope.args, k, None), getattr(base.args, k, None)) for k in differing})
-        # same parameters by name and shape, less the additive positions (pure RoPE)
+        # same parameters by name and shape, less the additive positions (pure RoPE), plus the
+        # training length each side records (a scalar buffer)
         base_shapes = {k: v.shape for k, v in base.state_dict().items() if "embed_positions" not in k}
+        base_shapes.update({f"{side}.original_max_positions": torch.Size([]) for side in ("encoder", "decoder")})
         assert {k: v.shape for k, v in rope.state_dict().items()} == base_shapes
         assert rope.encoder.embed_positions is None and rope.decoder.embed_positions is None
         for layer in [*rope.encoder.layers, *rope.decoder.layers]:
@@ -296,6 +298,8 @@ def test_baseline_checkpoint_initialises_rope_model(dict_dir, build, positions):
     rope.load_state_dict(state, strict=True, model_cfg=rope.cfg)
     rope_state = rope.state_dict()
     kept = {k: v for k, v in base.state_dict().items() if "embed_positions" not in k}
-    assert set(rope_state) == set(kept)
+    lengths = {f"{side}.original_max_positions" for side in ("encoder", "decoder")}
+    assert set(rope_state) == set(kept) | lengths
     for key, value in kept.items():
         assert torch.equal(rope_state[key], value), key
+    assert all(rope_state[key] == 0 for key in lengths)  # a baseline records no training length: unknown

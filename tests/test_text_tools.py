@@ -78,6 +78,36 @@ def test_clean_corpus_refuses_unequal_line_counts(tmp_path):
 
 # ----------------------------------------------------------------------------- tokenization
 
+def test_concat_pairs_writes_every_pair_then_joined_groups(tmp_path):
+    """fairseq-rope-prep concat-pairs: every pair unchanged, then pairs 1+2, 3+4, ... (consecutive),
+    or groups of a seeded permutation (random) joined alike on both sides; the pair left over is
+    named on stderr; the same seed gives the same file."""
+    src = write(tmp_path / "a.en", [f"s{i} x{i}" for i in range(5)])
+    tgt = write(tmp_path / "a.de", [f"t{i}" for i in range(5)])
+    out_src, out_tgt = tmp_path / "b.en", tmp_path / "b.de"
+    proc = tool("fairseq-rope-prep", "concat-pairs", "--src", src, "--tgt", tgt, "--out-src", out_src,
+                "--out-tgt", out_tgt, "-k", 2)
+    assert read(out_src) == [*read(src), "s0 x0 s1 x1", "s2 x2 s3 x3"]
+    assert read(out_tgt) == [*read(tgt), "t0 t1", "t2 t3"]
+    assert "5 pairs + 2 concatenations of 2" in proc.stderr and "last 1 pair(s)" in proc.stderr and not proc.stdout
+    tool("fairseq-rope-prep", "concat-pairs", "--src", src, "--tgt", tgt, "--out-src", out_src, "--out-tgt", out_tgt,
+         "-k", 2, "--order", "random", "--seed", 7)
+    joined_src, joined_tgt = read(out_src)[5:], read(out_tgt)[5:]
+    assert read(out_src)[:5] == read(src) and len(joined_src) == len(joined_tgt) == 2
+    groups = [[int(w[1:]) for w in line.split() if w.startswith("s")] for line in joined_src]
+    assert [[int(w[1:]) for w in line.split()] for line in joined_tgt] == groups  # the same pairs on both sides
+    assert len({i for g in groups for i in g}) == 4 and groups != [[0, 1], [2, 3]]  # disjoint, permuted
+    first = read(out_src)
+    tool("fairseq-rope-prep", "concat-pairs", "--src", src, "--tgt", tgt, "--out-src", out_src, "--out-tgt", out_tgt,
+         "-k", 2, "--order", "random", "--seed", 7)
+    assert read(out_src) == first
+    for args, message in ((("-k", 1), "-k must be >= 2"), (("-k", 2, "--tgt", write(tmp_path / "c.de", ["t"])),
+                                                            "parallel files differ in length")):
+        flags = ["--src", src, "--tgt", tgt, "--out-src", out_src, "--out-tgt", out_tgt, *args]
+        proc = tool("fairseq-rope-prep", "concat-pairs", *flags, ok=False)
+        assert proc.returncode == 1 and proc.stderr.startswith("fairseq-rope-prep: error: ") and message in proc.stderr
+
+
 def test_tokenize_detokenize_round_trip(tmp_path):
     """The detokenizer inverts the tokenizer on the sample test set and on news-like German."""
     news = [

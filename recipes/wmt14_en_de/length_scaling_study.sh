@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Length generalisation study: does a RoPE option hold up past the training lengths?
 # The models of length_study.sh (sample settings, trained only on sources of at most
-# MAX_TRAIN_WORDS words): fairseq's transformer (the baseline) and rope_transformer, plus
-# rope_transformer trained with --rope-random-positions RANDOM_POSITIONS. Each RoPE model is
-# translated with every inference-time scaling of SCALINGS on a validation set (length-stratified
-# like the test set, another seed: VALID_SEED); per model the setting with the best BLEU on the
-# validation sentences longer than any training source is chosen there, and only then are the
-# chosen settings translated on the test set, once, and compared per bucket with the baseline
-# (paired bootstrap). Offline, CPU, about 30 minutes on 2 cores.
+# MAX_TRAIN_WORDS words): fairseq's transformer (the baseline) and rope_transformer; both again
+# trained with concatenations of CONCAT_PAIRS training pairs added to their data (Varis & Bojar
+# 2021); and rope_transformer trained with --rope-random-positions RANDOM_POSITIONS. Each RoPE
+# model is translated with every inference-time scaling of SCALINGS on a validation set
+# (length-stratified like the test set, another seed: VALID_SEED); per model the setting with the
+# best BLEU on the validation sentences longer than any training source is chosen there. The test
+# set is then translated once per model without scaling, with --rope-scaling auto, and with the
+# chosen setting, and compared per bucket with the baseline (paired bootstrap), with each run's
+# hyp/ref length ratio and share of outputs that repeat a word 4+ times in a row.
+# Offline, CPU, about 45 minutes on 2 cores.
 #
 #   MAX_TRAIN_WORDS, BUCKETS, PER_BUCKET, TEST_SEED   as length_study.sh (15; 10,15,20,25,30,40; 100; 2)
 #   VALID_SEED         3: make_sample_corpus.py seed of the validation set
-#   RANDOM_POSITIONS   256: training positions drawn from [0, 256) (training sources have <= 30 tokens)
-#   SCALINGS           "none linear:2 linear:3 ntk:2 ntk:3 yarn:2 yarn:3" (scaling:factor; yarn's
-#                      training length L is the longest training source in BPE tokens + its EOS)
+#   RANDOM_POSITIONS   256: training positions drawn from [0, 256) (training sources have <= 30 tokens); 0: no such model
+#   CONCAT_PAIRS       2: pairs per added concatenation (prepare.sh's CONCAT_PAIRS); 1: no such models
+#   SCALINGS           "none auto linear:2 linear:3 ntk:2 ntk:3 yarn:2 yarn:3" (scaling:factor; yarn's
+#                      training length L is the model's longest training source in BPE tokens + its EOS;
+#                      auto reads L from the checkpoint)
 #   WORK_DIR           <repo>/work/length_study_max$MAX_TRAIN_WORDS (shared with length_study.sh)
 #   OUT_DIR            where length_scaling_study.{md,png} and the selection table go (default: $WORK_DIR)
 set -euo pipefail
@@ -26,13 +31,15 @@ PER_BUCKET=${PER_BUCKET:-100}
 TEST_SEED=${TEST_SEED:-2}
 VALID_SEED=${VALID_SEED:-3}
 RANDOM_POSITIONS=${RANDOM_POSITIONS:-256}
-SCALINGS=${SCALINGS:-none linear:2 linear:3 ntk:2 ntk:3 yarn:2 yarn:3}
+CONCAT_PAIRS=${CONCAT_PAIRS:-2}
+SCALINGS=${SCALINGS:-none auto linear:2 linear:3 ntk:2 ntk:3 yarn:2 yarn:3}
 need_int MAX_TRAIN_WORDS "$MAX_TRAIN_WORDS" 1
 need_int VALID_SEED "$VALID_SEED" 0
-need_int RANDOM_POSITIONS "$RANDOM_POSITIONS" 1
+need_int RANDOM_POSITIONS "$RANDOM_POSITIONS" 0
+need_int CONCAT_PAIRS "$CONCAT_PAIRS" 1
 [ "$VALID_SEED" != "$TEST_SEED" ] || die "VALID_SEED must differ from TEST_SEED ($TEST_SEED): settings are chosen on the validation set"
 for s in $SCALINGS; do
-  [[ "$s" =~ ^(none|(linear|ntk|yarn):[0-9]+(\.[0-9]+)?)$ ]] || die "SCALINGS: '$s' is not none or linear|ntk|yarn:FACTOR"
+  [[ "$s" =~ ^(none|auto|(linear|ntk|yarn):[0-9]+(\.[0-9]+)?)$ ]] || die "SCALINGS: '$s' is not none, auto or linear|ntk|yarn:FACTOR"
 done
 export WORK_DIR=${WORK_DIR_SET:-$REPO_ROOT/work/length_study_max$MAX_TRAIN_WORDS}
 OUT_DIR=${OUT_DIR:-$WORK_DIR}
@@ -40,60 +47,77 @@ export MAX_TRAIN_WORDS BUCKETS PER_BUCKET TEST_SEED
 start=$SECONDS
 
 # 1. baseline and RoPE (length_study.sh: corpus, training, test translations without scaling)
-OUT_DIR=$WORK_DIR ARCHS="transformer rope_transformer" bash "$RECIPE_DIR/length_study.sh"
+OUT_DIR=$WORK_DIR ARCHS="transformer rope_transformer" CONCAT_PAIRS=1 bash "$RECIPE_DIR/length_study.sh"
+models=(rope)
+declare -A DIRS=([rope]=$WORK_DIR)
 # 2. RoPE with random positions: the same corpus and settings in a work dir of its own
-RANDOM_DIR=$WORK_DIR/random_positions
-WORK_DIR=$RANDOM_DIR OUT_DIR=$RANDOM_DIR ARCHS=rope_transformer \
-  EXTRA_TRAIN_ARGS="${EXTRA_TRAIN_ARGS:+$EXTRA_TRAIN_ARGS }--rope-random-positions $RANDOM_POSITIONS" \
-  bash "$RECIPE_DIR/length_study.sh"
-cmp -s "$WORK_DIR/data-bin/dict.$SRC.txt" "$RANDOM_DIR/data-bin/dict.$SRC.txt" \
-  || die "the random-positions run has another dictionary than $WORK_DIR/data-bin: not the same data"
+if [ "$RANDOM_POSITIONS" -gt 0 ]; then
+  RANDOM_DIR=$WORK_DIR/random_positions
+  WORK_DIR=$RANDOM_DIR OUT_DIR=$RANDOM_DIR ARCHS=rope_transformer CONCAT_PAIRS=1 \
+    EXTRA_TRAIN_ARGS="${EXTRA_TRAIN_ARGS:+$EXTRA_TRAIN_ARGS }--rope-random-positions $RANDOM_POSITIONS" \
+    bash "$RECIPE_DIR/length_study.sh"
+  cmp -s "$WORK_DIR/data-bin/dict.$SRC.txt" "$RANDOM_DIR/data-bin/dict.$SRC.txt" \
+    || die "the random-positions run has another dictionary than $WORK_DIR/data-bin: not the same data"
+  models+=(rope_random) DIRS[rope_random]=$RANDOM_DIR
+fi
+# 2b. both architectures with concatenations of CONCAT_PAIRS training pairs added (prepare.sh's CONCAT_PAIRS)
+if [ "$CONCAT_PAIRS" -gt 1 ]; then
+  CONCAT_DIR=$WORK_DIR/concat$CONCAT_PAIRS
+  WORK_DIR=$CONCAT_DIR OUT_DIR=$CONCAT_DIR ARCHS="transformer rope_transformer" CONCAT_PAIRS=$CONCAT_PAIRS \
+    bash "$RECIPE_DIR/length_study.sh"
+  cmp -s "$WORK_DIR/data-bin/dict.$SRC.txt" "$CONCAT_DIR/data-bin/dict.$SRC.txt" \
+    || die "the concatenated-pairs run has another dictionary than $WORK_DIR/data-bin: it cannot translate the validation set"
+  models+=(rope_concat) DIRS[rope_concat]=$CONCAT_DIR
+fi
 # 3. the validation set: a length-stratified set of another seed, prepared with the same BPE and dictionary
 VALID_DIR=$WORK_DIR/validation
 if [ ! -f "$VALID_DIR/data-bin/test.$SRC-$TGT.$SRC.bin" ]; then
   log "building the validation set (seed $VALID_SEED) in $VALID_DIR"
   "$PYTHON" "$RECIPE_DIR/length_study_data.py" --sample-dir "$RECIPE_DIR/sample" --out-dir "$VALID_DIR/raw" \
     --max-train-words "$MAX_TRAIN_WORDS" --buckets "$BUCKETS" --per-bucket "$PER_BUCKET" --test-seed "$VALID_SEED"
-  WORK_DIR=$VALID_DIR RAW_DIR=$VALID_DIR/raw BPE_MERGES=${BPE_MERGES:-1000} bash "$RECIPE_DIR/prepare.sh"
+  WORK_DIR=$VALID_DIR RAW_DIR=$VALID_DIR/raw BPE_MERGES=${BPE_MERGES:-1000} CONCAT_PAIRS=1 bash "$RECIPE_DIR/prepare.sh"
 fi
 cmp -s "$WORK_DIR/data-bin/dict.$SRC.txt" "$VALID_DIR/data-bin/dict.$SRC.txt" \
   || die "$VALID_DIR/data-bin has another dictionary than $WORK_DIR/data-bin"
-longest=$(awk 'NF > m { m = NF } END { print m + 1 }' "$WORK_DIR/prep/bpe/train.$SRC")  # + EOS
-
-overrides() {  # scaling:factor -> MODEL_OVERRIDES
+longest_of() {  # the longest training source of a model's data, in BPE tokens + EOS (yarn's L)
+  local dir=$1 file
+  file=$(ls "$dir"/prep/bpe/train.concat*."$SRC" 2>/dev/null | head -n 1 || true)
+  awk 'NF > m { m = NF } END { print m + 1 }' "${file:-$dir/prep/bpe/train.$SRC}"
+}
+overrides() {  # scaling:factor L -> MODEL_OVERRIDES
   local kind=${1%%:*} factor=${1#*:}
   case $kind in
     none) echo "" ;;
-    yarn) echo "{'rope_scaling': 'yarn', 'rope_scaling_factor': $factor, 'rope_original_max_positions': $longest}" ;;
+    auto) echo "{'rope_scaling': 'auto'}" ;;  # L: recorded in the checkpoint by training
+    yarn) echo "{'rope_scaling': 'yarn', 'rope_scaling_factor': $factor, 'rope_original_max_positions': $2}" ;;
     *) echo "{'rope_scaling': '$kind', 'rope_scaling_factor': $factor}" ;;
   esac
 }
-translate() {  # model checkpoint scaling data-dir ref eval-dir
-  CHECKPOINT=$2 DATA_BIN=$4 REF=$5 EVAL_DIR=$6 MODEL_OVERRIDES=$(overrides "$3") ARCH=rope_transformer \
-    RUN_NAME="$1-${3/:/}" TEST_SET="length study ($(basename "$(dirname "$(dirname "$5")")"))" \
+translate() {  # model scaling data-dir ref eval-dir
+  local dir=${DIRS[$1]}
+  CHECKPOINT=$dir/checkpoints/rope_transformer/checkpoint_avg_last5.pt DATA_BIN=$3 REF=$4 EVAL_DIR=$5 \
+    MODEL_OVERRIDES=$(overrides "$2" "$(longest_of "$dir")") ARCH=rope_transformer \
+    RUN_NAME="$1-${2/:/}" TEST_SET="length study ($(basename "$(dirname "$(dirname "$4")")"))" \
     bash "$RECIPE_DIR/evaluate.sh"
 }
-declare -A CHECKPOINTS=([rope]=$WORK_DIR/checkpoints/rope_transformer/checkpoint_avg_last5.pt
-                        [rope_random]=$RANDOM_DIR/checkpoints/rope_transformer/checkpoint_avg_last5.pt)
-for model in rope rope_random; do
+for model in "${models[@]}"; do
   for s in $SCALINGS; do
-    translate "$model" "${CHECKPOINTS[$model]}" "$s" "$VALID_DIR/data-bin" "$VALID_DIR/raw/test.$TGT" \
-      "$WORK_DIR/eval_validation/$model-${s/:/}"
+    translate "$model" "$s" "$VALID_DIR/data-bin" "$VALID_DIR/raw/test.$TGT" "$WORK_DIR/eval_validation/$model-${s/:/}"
   done
 done
 # 4. choice on the validation set: best BLEU on the sentences longer than any training source
 mkdir -p "$OUT_DIR"
 choice=$("$PYTHON" - "$VALID_DIR/raw/test.$SRC" "$VALID_DIR/raw/test.$TGT" "$MAX_TRAIN_WORDS" \
-  "$OUT_DIR/length_scaling_validation.md" "$WORK_DIR/eval_validation" $SCALINGS <<'PY'
+  "$OUT_DIR/length_scaling_validation.md" "$WORK_DIR/eval_validation" "${models[*]}" $SCALINGS <<'PY'
 import json, os, sys
 import sacrebleu
 from fairseq_rope_cli.common import read_lines, write_lines
-src, ref, max_words, out_md, eval_dir, scalings = *sys.argv[1:6], sys.argv[6:]
+src, ref, max_words, out_md, eval_dir, models, scalings = *sys.argv[1:7], sys.argv[7:]
 src, ref, max_words = read_lines(src), read_lines(ref), int(max_words)
 unseen = [i for i, s in enumerate(src) if len(s.split()) > max_words]
 seen = [i for i, s in enumerate(src) if len(s.split()) <= max_words]
 rows, best = ["| model | scaling | BLEU, unseen lengths | BLEU, seen lengths |", "|---|---|---:|---:|"], []
-for model in ("rope", "rope_random"):
+for model in models.split():
     scores = {}
     for s in scalings:
         result = json.load(open(os.path.join(eval_dir, f"{model}-{s.replace(':', '')}", "result.json")))
@@ -110,23 +134,25 @@ print(" ".join(best))
 PY
 )
 log "chosen on the validation set: $choice ($OUT_DIR/length_scaling_validation.md)"
-# 5. the test set, once, for the chosen settings (and each model without scaling: length_study.sh's)
-results=(--result "transformer=$WORK_DIR/eval/transformer/result.json"
-         --result "rope=$WORK_DIR/eval/rope_transformer/result.json"
-         --result "rope_random=$RANDOM_DIR/eval/rope_transformer/result.json")
+# 5. the test set, once per model: without scaling (length_study.sh's), with auto, with the chosen setting
+results=(--result "transformer=$WORK_DIR/eval/transformer/result.json")
+[ "$CONCAT_PAIRS" -gt 1 ] && results+=(--result "transformer_concat=$CONCAT_DIR/eval/transformer/result.json")
 for pick in $choice; do
-  model=${pick%%=*} s=${pick#*=}
-  [ "$s" != none ] || continue
-  translate "$model" "${CHECKPOINTS[$model]}" "$s" "$WORK_DIR/data-bin" "$WORK_DIR/raw/test.$TGT" \
-    "$WORK_DIR/eval_test/$model-${s/:/}"
-  results+=(--result "$model+${s/:/x}=$WORK_DIR/eval_test/$model-${s/:/}/result.json")
+  model=${pick%%=*} chosen=${pick#*=}
+  dir=${DIRS[$model]}
+  cmp -s "$WORK_DIR/raw/test.$TGT" "$dir/raw/test.$TGT" || die "$dir has another test set than $WORK_DIR"
+  results+=(--result "$model=$dir/eval/rope_transformer/result.json")
+  for s in $(printf '%s\n' auto "$chosen" | awk '!seen[$0]++'); do
+    [ "$s" != none ] || continue
+    translate "$model" "$s" "$dir/data-bin" "$WORK_DIR/raw/test.$TGT" "$WORK_DIR/eval_test/$model-${s/:/}"
+    results+=(--result "$model+${s/:/x}=$WORK_DIR/eval_test/$model-${s/:/}/result.json")
+  done
 done
-cmp -s "$WORK_DIR/raw/test.$TGT" "$RANDOM_DIR/raw/test.$TGT" || die "the two study corpora have different test sets"
 cd "$REPO_ROOT"
 fairseq-rope-compare --src "$WORK_DIR/raw/test.$SRC" --ref "$WORK_DIR/raw/test.$TGT" "${results[@]}" --buckets "$BUCKETS" \
   --train-max-words "$MAX_TRAIN_WORDS" --title "Length generalisation: trained on sources of at most $MAX_TRAIN_WORDS words" \
   --note "Settings chosen on a validation set of seed $VALID_SEED (length_scaling_validation.md); test set of seed $TEST_SEED translated once per chosen setting." \
-  --note "rope_random: trained with --rope-random-positions $RANDOM_POSITIONS; yarn's L = $longest tokens (longest training source + EOS)." \
+  --note "rope_random: trained with --rope-random-positions $RANDOM_POSITIONS; *_concat: trained on the same pairs plus concatenations of $CONCAT_PAIRS pairs (sources up to $((CONCAT_PAIRS * MAX_TRAIN_WORDS)) words); yarn's L = the model's longest training source in tokens + EOS ($(longest_of "$WORK_DIR") tokens; concatenated data: twice or more); auto: L recorded in the checkpoint." \
   --out-md "$OUT_DIR/length_scaling_study.md" --out-png "$OUT_DIR/length_scaling_study.png" \
   --out-json "$WORK_DIR/length_scaling_study.json"
 log "done in $((SECONDS - start)) s: $OUT_DIR/length_scaling_study.md"

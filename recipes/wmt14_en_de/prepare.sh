@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Step 1: data. Raw text -> Moses tokenization -> cleaning -> joint subwords -> fairseq binaries.
+# Step 1: data. Raw text -> Moses tokenization -> cleaning -> joint subwords [-> concatenated pairs] -> fairseq binaries.
 #
 #   RAW_DIR      directory with train/valid/test.{en,de} plain text. Unset: download WMT14 En-De
 #                (download.sh) into $WORK_DIR/raw.
@@ -13,6 +13,9 @@
 #   BPE_VOCAB_THRESHOLD  subword-nmt --vocabulary-threshold when applying BPE (default 50)
 #   SPM_VOCAB_SIZE (37000), SPM_MODEL_TYPE (unigram|bpe), SPM_INPUT_SENTENCES (10000000)
 #   CLEAN_MIN / CLEAN_MAX / CLEAN_RATIO  training pair filter, tokens (default 1 / 250 / 1.5)
+#   CONCAT_PAIRS 1 (off). K >= 2: the training data also holds concatenations of K training pairs
+#                (fairseq-rope-prep concat-pairs, after the subwords), so that long inputs are seen
+#   CONCAT_ORDER consecutive (pairs 1..K, K+1..2K, ...) or random (a permutation drawn with CONCAT_SEED, 1)
 #   WORKERS      parallel processes (default: number of CPUs)
 # Every output is written to a temporary name and renamed when complete; a re-run skips
 # finished files, continues unfinished ones, and stops with an error if $PREP_DIR was made with
@@ -29,6 +32,9 @@ SPM_INPUT_SENTENCES=${SPM_INPUT_SENTENCES:-10000000}
 CLEAN_MIN=${CLEAN_MIN:-1}
 CLEAN_MAX=${CLEAN_MAX:-250}
 CLEAN_RATIO=${CLEAN_RATIO:-1.5}
+CONCAT_PAIRS=${CONCAT_PAIRS:-1}
+CONCAT_ORDER=${CONCAT_ORDER:-consecutive}
+CONCAT_SEED=${CONCAT_SEED:-1}
 WORKERS=${WORKERS:-$(nproc 2>/dev/null || echo 1)}
 PREP_DIR=${PREP_DIR:-$WORK_DIR/prep}
 DATA_BIN=${DATA_BIN:-$WORK_DIR/data-bin}
@@ -42,6 +48,9 @@ need_int SPM_INPUT_SENTENCES "$SPM_INPUT_SENTENCES" 0
 need_int CLEAN_MIN "$CLEAN_MIN" 0
 need_int CLEAN_MAX "$CLEAN_MAX" 1
 need_num CLEAN_RATIO "$CLEAN_RATIO"
+need_int CONCAT_PAIRS "$CONCAT_PAIRS" 1
+one_of CONCAT_ORDER "$CONCAT_ORDER" consecutive random
+need_int CONCAT_SEED "$CONCAT_SEED" 0
 need_int WORKERS "$WORKERS" 1
 need_cmd "$PYTHON" "set PYTHON or activate the virtual environment"
 need_cmd fairseq-preprocess "pip install fairseq-fixed"
@@ -63,6 +72,9 @@ SETTINGS="raw=$RAW_DIR $(for s in train valid test; do for l in $SRC $TGT; do
   printf '%s.%s:%s ' $s $l "$(wc -c < "$RAW_DIR/$s.$l" | tr -d ' ')"; done; done)
 tokenizer=sacremoses-normalize+tokenize-a-noescape clean=$CLEAN_MIN-$CLEAN_MAX,ratio=$CLEAN_RATIO
 subword=$subword"
+if [ "$CONCAT_PAIRS" -gt 1 ]; then
+  SETTINGS="$SETTINGS concat=$CONCAT_PAIRS,$CONCAT_ORDER$([ "$CONCAT_ORDER" = random ] && echo ",seed=$CONCAT_SEED")"
+fi
 
 if [ -f "$DATA_BIN/recipe.env" ] && done_ok "$PREP_DIR" "$SETTINGS"; then
   log "already prepared: $DATA_BIN (from $RAW_DIR); nothing to do"
@@ -142,12 +154,26 @@ else
 fi
 for split in train valid test; do check_parallel "$SUB/$split"; done
 
-# 4. binarize with one joined dictionary (needed by --share-all-embeddings)
+# 4. (CONCAT_PAIRS=K) the training pairs and concatenations of K of them
+train_pref=$SUB/train
+if [ "$CONCAT_PAIRS" -gt 1 ]; then
+  train_pref=$SUB/train.concat$CONCAT_PAIRS
+  if [ ! -f "$train_pref.$TGT" ]; then
+    log "adding concatenations of $CONCAT_PAIRS training pairs ($CONCAT_ORDER) -> $train_pref.{$SRC,$TGT}"
+    fairseq-rope-prep concat-pairs --src "$SUB/train.$SRC" --tgt "$SUB/train.$TGT" \
+      --out-src "$train_pref.$SRC.part" --out-tgt "$train_pref.$TGT.part" \
+      -k "$CONCAT_PAIRS" --order "$CONCAT_ORDER" --seed "$CONCAT_SEED"
+    mv -f "$train_pref.$SRC.part" "$train_pref.$SRC"
+    mv -f "$train_pref.$TGT.part" "$train_pref.$TGT"  # the target file is the marker
+  fi
+fi
+
+# 5. binarize with one joined dictionary (needed by --share-all-embeddings)
 if [ ! -f "$DATA_BIN/recipe.env" ]; then
   log "binarizing -> $DATA_BIN (fairseq-preprocess --joined-dictionary, $WORKERS workers)"
   rm -rf "$DATA_BIN.tmp"
   fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
-    --trainpref "$SUB/train" --validpref "$SUB/valid" --testpref "$SUB/test" \
+    --trainpref "$train_pref" --validpref "$SUB/valid" --testpref "$SUB/test" \
     --destdir "$DATA_BIN.tmp" --joined-dictionary --workers "$WORKERS" 2>&1 | tail -n 6 >&2
   cp "$SUB"/codes "$SUB"/spm.model "$DATA_BIN.tmp/" 2>/dev/null || true
   cat > "$DATA_BIN.tmp/recipe.env" <<EOF
@@ -155,10 +181,12 @@ RAW_DIR=$RAW_DIR
 TOKENIZER=$TOKENIZER
 SRC=$SRC
 TGT=$TGT
+CONCAT_PAIRS=$CONCAT_PAIRS
 EOF
   rm -rf "$DATA_BIN"; mv "$DATA_BIN.tmp" "$DATA_BIN"
 fi
 mark_done "$PREP_DIR" "$SETTINGS"
 dict_size=$(( $(line_count "$DATA_BIN/dict.$SRC.txt") + 4 ))
 log "done: $DATA_BIN; joint dictionary: $dict_size entries (incl. 4 specials); $subword"
-log "training pairs: $(line_count "$RAW_DIR/train.$SRC") raw, $(line_count "$PREP_DIR/clean/train.$SRC") after cleaning"
+log "training pairs: $(line_count "$RAW_DIR/train.$SRC") raw, $(line_count "$PREP_DIR/clean/train.$SRC") after cleaning\
+$([ "$CONCAT_PAIRS" -gt 1 ] && echo ", $(line_count "$train_pref.$SRC") with the concatenations of $CONCAT_PAIRS")"
