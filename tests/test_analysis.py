@@ -238,3 +238,18 @@ def test_length_study_corpus(tmp_path):
     seen = set(lines(sample / "train.en") + lines(sample / "valid.en") + lines(sample / "test.en"))
     assert not seen & set(test)
     assert "1-8: 20, 9-16: 20, 17+: 20" in (out / "README").read_text()
+
+
+def test_compare_counts_hypotheses_that_repeat_a_word_four_times():
+    """The share of hypotheses with one word 4+ times in a row, overall and per bucket: a loop
+    ("die die die die") counts, three in a row or the same word apart do not."""
+    from fairseq_rope_cli.compare import compare, repeats
+
+    assert repeats("und die die die die Katze") and not repeats("die die die Katze die")
+    assert not repeats("a b a b a b a b") and not repeats("")
+    src = ["a b", "c d", "e f g h i j k", "l m n o p q r"]
+    refs = ["die Katze", "der Hund", "es war einmal ein Haus", "und noch ein Haus"]
+    hyps = ["die die die die", "der Hund", "es es es war", "und noch noch noch noch ein Haus"]
+    result = compare(src, refs, [("run", hyps)], [2], n_samples=10)
+    assert result["overall"]["run"]["repeat_share"] == 0.5
+    assert [b["scores"]["run"]["repeat_share"] for b in result["buckets"]] == [0.5, 0.5]

@@ -271,6 +271,13 @@ def test_training_records_its_longest_sentences_and_auto_uses_them(data, trained
     assert len(plain) >= 40 and generate(*auto) == plain
     words = [f"w{i}" for i in range(30)]
     long_lines = [" ".join(words[(i * 7 + j) % 30] for j in range(30)) for i in range(4)]
-    plain_long = hypotheses(interactive(data, trained / "checkpoint_last.pt", long_lines, "--beam", "4").stdout)
-    auto_long = hypotheses(interactive(data, trained / "checkpoint_last.pt", long_lines, "--beam", "4", *auto).stdout)
+    flags = ("--beam", "4", "--lenpen", "0.6", "--bpe", "subword_nmt", "--bpe-codes", data / "codes",
+             "--tokenizer", "moses", "--max-len-a", "1.2", "--max-len-b", "10")
+    plain_long = hypotheses(interactive(data, trained / "checkpoint_last.pt", long_lines, *flags).stdout, "D-")
+    auto_long = hypotheses(interactive(data, trained / "checkpoint_last.pt", long_lines, *flags, *auto).stdout, "D-")
     assert len(plain_long) == len(auto_long) == 4 and plain_long != auto_long
+    from fairseq_rope.hub import load_translator  # the Python API with the same override
+
+    mt = load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", bpe_codes=data / "codes",
+                         source_lang="src", target_lang="tgt", model_overrides={"rope_scaling": "auto"})
+    assert mt.translate(long_lines) == [h[0] for _, h in sorted(auto_long.items())]

@@ -162,6 +162,7 @@ def with_args(checkpoint, path, **changes):
     (dict(arch="lstm"), "--arch lstm"),
     (dict(rope_attention="linear"), "--rope-attention linear"),
     (dict(rope_scaling="linear", rope_scaling_factor=2.0), "--rope-scaling linear"),
+    (dict(rope_scaling="auto"), "--rope-scaling auto"),
 ])
 def test_export_refuses_what_ctranslate2_cannot_represent(data, models, tmp_path, change, named):
     checkpoint = with_args(models["interleaved"], tmp_path / "changed.pt", **change)
