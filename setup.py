@@ -30,6 +30,7 @@ setup(
             "fairseq-rope-plot-training = fairseq_rope_cli.plot_training:main",
             "fairseq-rope-ct2 = fairseq_rope_cli.ct2:main",
             "fairseq-rope-ct2-generate = fairseq_rope_cli.ct2_generate:main",
+            "fairseq-rope-checkpoint = fairseq_rope_cli.checkpoint:main",
         ],
     },
     extras_require={

@@ -3,13 +3,14 @@
 One module per command, each with ``main(argv=None)``, also runnable as ``python -m fairseq_rope_cli.<module>``:
 
     fairseq-rope-average         average.py        checkpoint averaging (fairseq's flags, weights-only loading)
-    fairseq-rope-prep            prep.py           tokenize / detokenize / clean / sgm / spm-train / spm-encode
+    fairseq-rope-prep            prep.py           tokenize / detokenize / clean / sgm / spm-train / spm-encode / concat-pairs
     fairseq-rope-score           score.py          fairseq-generate output -> hypotheses, sacreBLEU, paper BLEU, JSON
     fairseq-rope-results         results.py        result JSONs -> one markdown table
     fairseq-rope-compare         compare.py        runs by source length, paired bootstrap, table and plot
     fairseq-rope-plot-training   plot_training.py  fairseq-train logs -> loss and BLEU curves
     fairseq-rope-ct2             ct2.py            rope_transformer / transformer checkpoint -> CTranslate2 model
     fairseq-rope-ct2-generate    ct2_generate.py   beam search with CTranslate2, printed as fairseq-generate prints it
+    fairseq-rope-checkpoint      checkpoint.py     a run's checkpoints for the recipe: resume point, final name, fit
 
 Shared helpers live in common.py. The package does not import fairseq_rope (and so fairseq) at
 import time, so that every ``--help`` answers at once; the commands that need it import it when

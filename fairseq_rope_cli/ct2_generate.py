@@ -15,12 +15,13 @@ Decoding means what fairseq-generate's options mean (beam, lenpen, max length a 
 source length with its EOS, at least one token); see fairseq_rope/ct2.py for how it is matched.
 """
 
+import json
 import math
 import os
 import sys
 import time
 
-from .common import InputError, argument_parser, read_lines
+from .common import InputError, argument_parser, atomic_output, read_lines
 
 PROG = "fairseq-rope-ct2-generate"
 
@@ -44,6 +45,9 @@ def parse_args(argv=None):
                     help="CTranslate2 compute type: default (the saved weights'), float32, int8, float16, ...")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: 0, CTranslate2's choice)")
     ap.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: 64)")
+    ap.add_argument("--info-json", metavar="FILE",
+                    help="also write what translated, as JSON: ctranslate2_version, ct2_compute_type, ct2_device, "
+                         "beam, lenpen, sentences, seconds")
     return ap.parse_args(argv)
 
 
@@ -104,6 +108,13 @@ def main(argv=None):
             out.write(f"H-{i}\t{score}\t{post_process(text, args.remove_bpe) if args.remove_bpe else text}\n")
             out.write(f"D-{i}\t{score}\t{mt.decode(tokens)}\n")
     n_tokens = sum(len(nbest[0][0]) + 1 for nbest in results)
+    if args.info_json:
+        info = {"ctranslate2_version": meta["ctranslate2_version"], "ct2_compute_type": mt.compute_type,
+                "ct2_device": args.device, "beam": args.beam, "lenpen": args.lenpen, "sentences": len(sources),
+                "seconds": round(seconds, 3)}
+        with atomic_output(args.info_json) as f:
+            json.dump(info, f, indent=2)
+            f.write("\n")
     out.write(f"Translated {len(sources)} sentences ({n_tokens} tokens) in {seconds:.1f}s "
               f"({len(sources) / max(seconds, 1e-9):.2f} sentences/s, {n_tokens / max(seconds, 1e-9):.2f} tokens/s) "
               f"with CTranslate2 {meta['ctranslate2_version']}, compute type {mt.compute_type}, device {args.device}, "

@@ -63,6 +63,36 @@ def read_hypotheses(generate_output, n_ref, ref_path):
     return [hyps[i] for i in range(n_ref)]
 
 
+def json_object(text, what):
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(PROG, f"{what} is not valid JSON ({error.msg} at character {error.pos}): {text[:200]}")
+    if not isinstance(value, dict):
+        raise InputError(PROG, f"{what} must be a JSON object ({{...}}), got {type(value).__name__}: {text[:200]}")
+    return value
+
+
+def extra_fields(args):
+    """The fields --extra, --extra-file and --set add to the result, in that order."""
+    extra = json_object(args.extra, "--extra")
+    for path in args.extra_file:
+        if not os.path.isfile(path):
+            raise InputError(PROG, f"--extra-file file not found: {path}")
+        with open(path, encoding="utf-8") as f:
+            extra.update(json_object(f.read(), f"--extra-file {path}"))
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(PROG, f"--set expects KEY=VALUE, got '{item}'")
+        try:
+            parsed = json.loads(value)
+            extra[key] = parsed if isinstance(parsed, (int, float, bool)) or parsed is None else value
+        except json.JSONDecodeError:
+            extra[key] = value
+    return extra
+
+
 def main(argv=None):
     ap = argument_parser(PROG, __doc__)
     ap.add_argument("--generate-output", required=True, help="stdout of fairseq-generate")
@@ -74,8 +104,14 @@ def main(argv=None):
     ap.add_argument("--run-name", default="")
     ap.add_argument("--checkpoint", default="")
     ap.add_argument("--test-set", default="", help="name of the test set, stored with the signature")
-    ap.add_argument("--extra", default="{}", help="JSON object merged into the result (e.g. beam, lenpen)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a field added to the result, repeatable (e.g. beam=4): VALUE as JSON when it is a "
+                         "number, true/false or null, otherwise as a string")
+    ap.add_argument("--extra", default="{}", help="a JSON object merged into the result")
+    ap.add_argument("--extra-file", action="append", default=[], metavar="FILE",
+                    help="a JSON object file merged into the result (e.g. fairseq-rope-ct2-generate --info-json)")
     args = ap.parse_args(argv)
+    extra = extra_fields(args)
     for flag, path in (("--generate-output", args.generate_output), ("--ref", args.ref)):
         if not os.path.isfile(path):
             raise InputError(PROG, f"{flag} file not found: {path}")
@@ -117,7 +153,7 @@ def main(argv=None):
         "generate_output": os.path.abspath(args.generate_output),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    result.update(json.loads(args.extra))
+    result.update(extra)
     json_path = args.json or os.path.join(args.out_dir, "result.json")
     with atomic_output(json_path) as f:
         json.dump(result, f, indent=2, ensure_ascii=False)

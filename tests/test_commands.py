@@ -10,15 +10,17 @@ import pytest
 BIN = os.path.dirname(sys.executable)
 COMMANDS = {  # command: module, words its --help must show
     "fairseq-rope-average": ("average", ["--inputs", "--num-update-checkpoints", "--checkpoint-upper-bound", "weights_only"]),
-    "fairseq-rope-prep": ("prep", ["tokenize", "detokenize", "clean", "sgm", "spm-train", "spm-encode"]),
-    "fairseq-rope-score": ("score", ["--generate-output", "--ref", "compound-split"]),
+    "fairseq-rope-prep": ("prep", ["tokenize", "detokenize", "clean", "sgm", "spm-train", "spm-encode", "concat-pairs"]),
+    "fairseq-rope-score": ("score", ["--generate-output", "--ref", "compound-split", "--set", "--extra-file"]),
     "fairseq-rope-results": ("results", ["RESULT.json", "--output"]),
     "fairseq-rope-compare": ("compare", ["--hyp", "--result", "--buckets", "paired bootstrap"]),
     "fairseq-rope-plot-training": ("plot_training", ["NAME=PATH", "--loss", "--log-format json"]),
     "fairseq-rope-ct2": ("ct2", ["--checkpoint", "--data-bin", "--output-dir", "--quantization", "int8", "--force",
                                  "--bpe-codes", "--sentencepiece-model", "weights_only"]),
     "fairseq-rope-ct2-generate": ("ct2_generate", ["CT2_DIR", "--data-bin", "--input", "--gen-subset", "--beam",
-                                                   "--lenpen", "--remove-bpe", "--compute-type", "--threads"]),
+                                                   "--lenpen", "--remove-bpe", "--compute-type", "--threads",
+                                                   "--info-json"]),
+    "fairseq-rope-checkpoint": ("checkpoint", ["resume", "final-name", "fits", "SAVE_DIR"]),
 }
 
 
@@ -35,7 +37,7 @@ def test_command_is_installed_with_complete_help(command):
 
 def test_prep_subcommands_have_their_own_help():
     for sub, flag in (("tokenize", "--lang"), ("clean", "--ratio"), ("sgm", "IN.sgm"), ("spm-train", "--vocab-size"),
-                      ("spm-encode", "--model")):
+                      ("spm-encode", "--model"), ("concat-pairs", "--order")):
         done = subprocess.run([os.path.join(BIN, "fairseq-rope-prep"), sub, "--help"], capture_output=True, text=True)
         assert done.returncode == 0 and flag in done.stdout, (sub, done.stderr)
 
@@ -47,3 +49,77 @@ def test_commands_import_neither_torch_nor_fairseq_until_they_run():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def bad_inputs(tmp):
+    """(command line, words the error must name) for each kind of bad input each command takes."""
+    missing = str(tmp / "missing")
+    damaged = tmp / "damaged.pt"
+    damaged.write_bytes(b"PK\x03\x04" + bytes(20000))  # the start of a zip, cut short: a truncated checkpoint
+    text = tmp / "a.txt"
+    text.write_text("a b\nc d\n")
+    one = tmp / "one.txt"
+    one.write_text("a\n")
+    not_json = tmp / "result.json"
+    not_json.write_text("{not json")
+    generate = tmp / "generate.out"
+    generate.write_text("H-0\t-0.1\ta b\nH-1\t-0.2\tc d\n")
+    save = tmp / "run"
+    save.mkdir()
+    (save / "checkpoint_last.pt").write_bytes(damaged.read_bytes())
+    return [
+        (["fairseq-rope-average", "--inputs", missing, "--output", str(tmp / "avg.pt")], [missing]),
+        (["fairseq-rope-average", "--inputs", str(damaged), "--output", str(tmp / "avg.pt")], [str(damaged), "not a readable checkpoint"]),
+        (["fairseq-rope-prep", "tokenize", "--lang", "en", "-i", missing, "-o", str(tmp / "o")], ["-i", missing]),
+        (["fairseq-rope-prep", "clean", "--src", str(text), "--tgt", str(one), "--out-src", str(tmp / "o1"),
+          "--out-tgt", str(tmp / "o2")], [str(one), "differ in length"]),
+        (["fairseq-rope-prep", "sgm", str(text), str(tmp / "o")], [str(text), "no <seg>"]),
+        (["fairseq-rope-prep", "spm-encode", "--model", missing, "-i", str(text), "-o", str(tmp / "o")], ["--model", missing]),
+        (["fairseq-rope-prep", "concat-pairs", "--src", str(text), "--tgt", str(text), "--out-src", str(tmp / "o1"),
+          "--out-tgt", str(tmp / "o2"), "-k", "0"], ["-k", "got 0"]),
+        (["fairseq-rope-score", "--generate-output", missing, "--ref", str(text), "--lang", "de", "--out-dir", str(tmp / "s")],
+         ["--generate-output", missing]),
+        (["fairseq-rope-score", "--generate-output", str(generate), "--ref", str(one), "--lang", "de", "--out-dir",
+          str(tmp / "s")], [str(one)]),
+        (["fairseq-rope-score", "--generate-output", str(generate), "--ref", str(text), "--lang", "de", "--out-dir",
+          str(tmp / "s"), "--extra", "{beam: 4}"], ["--extra", "not valid JSON"]),
+        (["fairseq-rope-score", "--generate-output", str(generate), "--ref", str(text), "--lang", "de", "--out-dir",
+          str(tmp / "s"), "--set", "beam"], ["--set", "KEY=VALUE", "'beam'"]),
+        (["fairseq-rope-score", "--generate-output", str(generate), "--ref", str(text), "--lang", "de", "--out-dir",
+          str(tmp / "s"), "--extra-file", str(not_json)], ["--extra-file", str(not_json)]),
+        (["fairseq-rope-results", missing], [missing]),
+        (["fairseq-rope-results", str(not_json)], [str(not_json)]),
+        (["fairseq-rope-compare", "--src", missing, "--ref", str(text), "--hyp", f"a={text}"], [missing]),
+        (["fairseq-rope-compare", "--src", str(text), "--ref", str(text), "--hyp", f"a={text}", "--buckets", "5,2"],
+         ["--buckets", "5,2"]),
+        (["fairseq-rope-compare", "--src", str(text), "--ref", str(text), "--hyp", f"a={one}"], [str(one)]),
+        (["fairseq-rope-plot-training", f"a={missing}", "--out", str(tmp / "p.png")], [missing]),
+        (["fairseq-rope-ct2", "--checkpoint", missing, "--data-bin", str(tmp), "--output-dir", str(tmp / "c")], [missing]),
+        (["fairseq-rope-ct2", "--checkpoint", str(damaged), "--data-bin", str(tmp), "--output-dir", str(tmp / "c")],
+         [str(damaged), "not a readable checkpoint"]),
+        (["fairseq-rope-ct2-generate", missing, "--input", str(text)], ["CT2_DIR", missing]),
+        (["fairseq-rope-ct2-generate", str(tmp), "--input", str(text), "--beam", "0"], ["--beam", "got 0"]),
+        (["fairseq-rope-checkpoint", "resume", missing], ["SAVE_DIR", missing]),
+        (["fairseq-rope-checkpoint", "resume", str(save)], [str(save / "checkpoint_last.pt"), "is damaged",
+                                                           "no complete checkpoint"]),
+        (["fairseq-rope-checkpoint", "final-name", str(damaged), "--max-update", "5"], [str(damaged), "not a readable"]),
+        (["fairseq-rope-checkpoint", "fits", str(damaged), "--data-bin", str(tmp)], [str(damaged), "not a readable"]),
+        (["fairseq-rope-checkpoint", "fits", str(damaged), "--data-bin", missing], ["--data-bin", missing]),
+    ]
+
+
+def test_every_command_reports_bad_input_as_one_error_line_with_status_1(tmp_path):
+    """Each command given each kind of bad input it takes (a missing file, a damaged checkpoint,
+    files that do not match, a bad value): status 1, ``PROG: error: ...`` on stderr naming the
+    file, flag or value, no traceback, nothing on stdout; every installed command is tried."""
+    cases = bad_inputs(tmp_path)
+    assert {argv[0] for argv, _ in cases} == set(COMMANDS)
+    for argv, words in cases:
+        done = subprocess.run([os.path.join(BIN, argv[0]), *argv[1:]], capture_output=True, text=True, timeout=120)
+        where = " ".join(argv)
+        assert done.returncode == 1, (where, done.returncode, done.stderr[-2000:])
+        assert f"{argv[0]}: error: " in done.stderr and "Traceback" not in done.stderr, (where, done.stderr[-2000:])
+        error = done.stderr[done.stderr.index(f"{argv[0]}: error: "):]
+        for word in words:
+            assert word in error, (where, word, error)
+        assert done.stdout == "", (where, done.stdout)

@@ -87,6 +87,21 @@ $(diff <(cat "$dir/.done") <(echo "$settings") | sed 's/^/    /')
 }
 mark_done() { printf '%s\n' "$2" > "$1/.done.tmp" && mv -f "$1/.done.tmp" "$1/.done"; }
 
+# settings_changes FILE SETTINGS: for settings written one NAME=value per line, each NAME whose
+# value differs between FILE (recorded) and SETTINGS (now), as "  NAME: recorded -> now"
+settings_changes() {
+  awk 'NR == FNR { i = index($0, "="); old[substr($0, 1, i - 1)] = substr($0, i + 1); next }
+       { i = index($0, "="); k = substr($0, 1, i - 1); v = substr($0, i + 1); seen[k] = 1
+         if (!(k in old)) printf "  %s: (not recorded) -> %s\n", k, v
+         else if (old[k] != v) printf "  %s: %s -> %s\n", k, old[k], v }
+       END { for (k in old) if (!(k in seen)) printf "  %s: %s -> (not set)\n", k, old[k] }' "$1" <(printf '%s\n' "$2")
+}
+
+# json_field KEY: the value of KEY in the JSON object on stdin (a tool's result), "" for null
+json_field() {
+  "$PYTHON" -c 'import json, sys; v = json.load(sys.stdin)[sys.argv[1]]; print("" if v is None else v)' "$1"
+}
+
 # run_to OUT CMD...: runs CMD with stdout to OUT.tmp, renamed to OUT only on success
 run_to() {
   local out=$1; shift

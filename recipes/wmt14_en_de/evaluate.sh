@@ -58,6 +58,7 @@ need_cmd fairseq-generate "pip install fairseq-fixed"
 [ "$BACKEND" = fairseq ] || "$PYTHON" -c "import ctranslate2" 2>/dev/null \
   || die "BACKEND=ctranslate2 needs the ctranslate2 package: pip install 'fairseq-rope[ct2]'"
 need_cmd fairseq-rope-score "$ROPE_HINT"
+need_cmd fairseq-rope-checkpoint "$ROPE_HINT"
 check_plugin
 
 env_of() { sed -n "s/^$1=//p" "$DATA_BIN/recipe.env"; }
@@ -93,13 +94,14 @@ else
   translated_by=$CHECKPOINT
 fi
 gen_settings="$translated_by beam=$BEAM lenpen=$LENPEN subset=$GEN_SUBSET overrides=$MODEL_OVERRIDES precision=$PRECISION"
-if [ -f "$GEN" ] && [ "$GEN" -nt "$translated_by" ] && [ "$(cat "$GEN.settings" 2>/dev/null)" = "$gen_settings" ]; then
+if [ -f "$GEN" ] && [ "$GEN" -nt "$translated_by" ] && [ "$(cat "$GEN.settings" 2>/dev/null)" = "$gen_settings" ] \
+    && { [ "$BACKEND" = fairseq ] || [ -f "$GEN.info.json" ]; }; then
   log "translations up to date: $GEN"
 elif [ "$BACKEND" = ctranslate2 ]; then
   log "translating $GEN_SUBSET with CTranslate2 ($CT2_DIR, $CT2_DEVICE, beam $BEAM, lenpen $LENPEN) -> $GEN"
   run_to "$GEN" fairseq-rope-ct2-generate "$CT2_DIR" --data-bin "$DATA_BIN" --gen-subset "$GEN_SUBSET" \
     --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$remove_bpe" --device "$CT2_DEVICE" \
-    --threads "$CT2_THREADS" --batch-size "$CT2_BATCH_SIZE"
+    --threads "$CT2_THREADS" --batch-size "$CT2_BATCH_SIZE" --info-json "$GEN.info.json"
   tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 else
   log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $GEN"
@@ -109,25 +111,18 @@ else
       --gen-subset "$GEN_SUBSET" --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$remove_bpe" \
       --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" "${device_args[@]}" "${overrides[@]}"; then
     # fairseq's errors for a damaged checkpoint or other dictionaries name neither file: say which
-    "$PYTHON" - "$CHECKPOINT" "$DATA_BIN" "$SRC" "$TGT" <<'PY' || true
-import sys
-from fairseq_rope.checkpoints import CheckpointError, check_fits
-try:
-    check_fits(*sys.argv[1:])
-except CheckpointError as error:
-    sys.exit(f"[evaluate] {error}")
-PY
+    fairseq-rope-checkpoint fits "$CHECKPOINT" --data-bin "$DATA_BIN" --source-lang "$SRC" --target-lang "$TGT" \
+      > /dev/null || true
     die "cannot translate with $CHECKPOINT (see above)"
   fi
   tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 fi
 echo "$gen_settings" > "$GEN.settings.tmp" && mv -f "$GEN.settings.tmp" "$GEN.settings"
-backend_json="\"backend\": \"$BACKEND\""
-[ -z "$MODEL_OVERRIDES" ] || backend_json+=", \"model_overrides\": \"${MODEL_OVERRIDES//\"/\\\"}\""
-if [ "$BACKEND" = ctranslate2 ]; then
-  compute_type=$(tail -n 1 "$GEN" | sed -n 's/.*compute type \([a-z0-9_]*\).*/\1/p')
-  backend_json+=", \"ct2_dir\": \"$CT2_DIR\", \"ct2_quantization\": \"$CT2_QUANTIZATION\", \"ct2_compute_type\": \"$compute_type\", \"ct2_device\": \"$CT2_DEVICE\""
+fields=(--set "beam=$BEAM" --set "lenpen=$LENPEN" --set "tokenizer=$TOKENIZER" --set "backend=$BACKEND")
+[ -z "$MODEL_OVERRIDES" ] || fields+=(--set "model_overrides=$MODEL_OVERRIDES")
+if [ "$BACKEND" = ctranslate2 ]; then  # the compute type CTranslate2 used: from the info fairseq-rope-ct2-generate wrote
+  fields+=(--set "ct2_dir=$CT2_DIR" --set "ct2_quantization=$CT2_QUANTIZATION" --extra-file "$GEN.info.json")
 fi
 fairseq-rope-score --generate-output "$GEN" --ref "$REF" --lang "$TGT" \
   --out-dir "$EVAL_DIR" --arch "$ARCH" --run-name "$RUN_NAME" --checkpoint "$CHECKPOINT" --test-set "$TEST_SET" \
-  --extra "{\"beam\": $BEAM, \"lenpen\": $LENPEN, \"tokenizer\": \"$TOKENIZER\", $backend_json}"
+  "${fields[@]}"

@@ -73,7 +73,8 @@ SETTINGS="raw=$RAW_DIR $(for s in train valid test; do for l in $SRC $TGT; do
 tokenizer=sacremoses-normalize+tokenize-a-noescape clean=$CLEAN_MIN-$CLEAN_MAX,ratio=$CLEAN_RATIO
 subword=$subword"
 if [ "$CONCAT_PAIRS" -gt 1 ]; then
-  SETTINGS="$SETTINGS concat=$CONCAT_PAIRS,$CONCAT_ORDER$([ "$CONCAT_ORDER" = random ] && echo ",seed=$CONCAT_SEED")"
+  SETTINGS="$SETTINGS concat=$CONCAT_PAIRS,$CONCAT_ORDER"
+  [ "$CONCAT_ORDER" != random ] || SETTINGS="$SETTINGS,seed=$CONCAT_SEED"
 fi
 
 if [ -f "$DATA_BIN/recipe.env" ] && done_ok "$PREP_DIR" "$SETTINGS"; then
@@ -171,10 +172,19 @@ fi
 # 5. binarize with one joined dictionary (needed by --share-all-embeddings)
 if [ ! -f "$DATA_BIN/recipe.env" ]; then
   log "binarizing -> $DATA_BIN (fairseq-preprocess --joined-dictionary, $WORKERS workers)"
-  rm -rf "$DATA_BIN.tmp"
+  rm -rf "$DATA_BIN.tmp" "$DATA_BIN.dict"
+  dict_args=()
+  if [ "$CONCAT_PAIRS" -gt 1 ]; then
+    # the dictionary of the pairs alone (the concatenations add no symbol), so that a model trained
+    # with them has the same vocabulary, in the same order, as one trained without
+    fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" --trainpref "$SUB/train" --dict-only \
+      --destdir "$DATA_BIN.dict" --joined-dictionary --workers "$WORKERS" 2>&1 | tail -n 1 >&2
+    dict_args=(--srcdict "$DATA_BIN.dict/dict.$SRC.txt")
+  fi
   fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
-    --trainpref "$train_pref" --validpref "$SUB/valid" --testpref "$SUB/test" \
+    --trainpref "$train_pref" --validpref "$SUB/valid" --testpref "$SUB/test" "${dict_args[@]}" \
     --destdir "$DATA_BIN.tmp" --joined-dictionary --workers "$WORKERS" 2>&1 | tail -n 6 >&2
+  rm -rf "$DATA_BIN.dict"
   cp "$SUB"/codes "$SUB"/spm.model "$DATA_BIN.tmp/" 2>/dev/null || true
   cat > "$DATA_BIN.tmp/recipe.env" <<EOF
 RAW_DIR=$RAW_DIR
@@ -188,5 +198,6 @@ fi
 mark_done "$PREP_DIR" "$SETTINGS"
 dict_size=$(( $(line_count "$DATA_BIN/dict.$SRC.txt") + 4 ))
 log "done: $DATA_BIN; joint dictionary: $dict_size entries (incl. 4 specials); $subword"
-log "training pairs: $(line_count "$RAW_DIR/train.$SRC") raw, $(line_count "$PREP_DIR/clean/train.$SRC") after cleaning\
-$([ "$CONCAT_PAIRS" -gt 1 ] && echo ", $(line_count "$train_pref.$SRC") with the concatenations of $CONCAT_PAIRS")"
+concatenated=""
+[ "$CONCAT_PAIRS" -eq 1 ] || concatenated=", $(line_count "$train_pref.$SRC") with the concatenations of $CONCAT_PAIRS"
+log "training pairs: $(line_count "$RAW_DIR/train.$SRC") raw, $(line_count "$PREP_DIR/clean/train.$SRC") after cleaning$concatenated"

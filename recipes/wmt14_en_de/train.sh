@@ -29,7 +29,9 @@
 #   EXTRA_TRAIN_ARGS      more fairseq-train arguments, e.g. "--encoder-layers 2"
 #   DRY_RUN=1             print the plan and the command, run nothing
 # Re-running continues from $SAVE_DIR/checkpoint_last.pt (fairseq's default --restore-file)
-# and does nothing once $SAVE_DIR/.done records these settings.
+# and does nothing once $SAVE_DIR/.done records these settings. A run records the settings it was
+# started with ($SAVE_DIR/.settings); a re-run with other ones stops and names each, unless
+#   ALLOW_CHANGED_SETTINGS=1  continue the run with the new settings (e.g. a larger MAX_UPDATE)
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -96,9 +98,23 @@ if [ "$NGPU" -eq 0 ]; then
   device_args+=(--cpu)
 fi
 
-SETTINGS="arch=$ARCH task=$TASK data=$(cd "$DATA_BIN" && pwd) max_update=$MAX_UPDATE lr=$LR warmup=$WARMUP_INIT_LR/$WARMUP_UPDATES
-betas=$ADAM_BETAS dropout=$DROPOUT ls=$LABEL_SMOOTHING wd=$WEIGHT_DECAY clip=$CLIP_NORM seed=$SEED
-tokens/update~$((WORLD * UPDATE_FREQ * MAX_TOKENS)) extra=$EXTRA_TRAIN_ARGS"
+# what the run is trained with, one NAME=value per line: recorded in $SAVE_DIR/.settings when it
+# starts; a re-run with other values is refused unless ALLOW_CHANGED_SETTINGS=1
+SETTINGS="ARCH=$ARCH
+TASK=$TASK
+DATA_BIN=$(cd "$DATA_BIN" && pwd)
+MAX_UPDATE=$MAX_UPDATE
+LR=$LR
+WARMUP_INIT_LR=$WARMUP_INIT_LR
+WARMUP_UPDATES=$WARMUP_UPDATES
+ADAM_BETAS=$ADAM_BETAS
+DROPOUT=$DROPOUT
+LABEL_SMOOTHING=$LABEL_SMOOTHING
+WEIGHT_DECAY=$WEIGHT_DECAY
+CLIP_NORM=$CLIP_NORM
+SEED=$SEED
+TOKENS_PER_UPDATE=$((WORLD * UPDATE_FREQ * MAX_TOKENS)) (MAX_TOKENS x UPDATE_FREQ x workers)
+EXTRA_TRAIN_ARGS=$EXTRA_TRAIN_ARGS"
 if [ "${DRY_RUN:-0}" != 1 ] && [ -f "$SAVE_DIR/.done" ] && [ "$(cat "$SAVE_DIR/.done")" = "$SETTINGS" ]; then
   log "$RUN_NAME already trained ($SAVE_DIR/.done); nothing to do"
   exit 0
@@ -123,6 +139,10 @@ args=(
   --log-format "$LOG_FORMAT" --log-interval "$LOG_INTERVAL"
   "${device_args[@]}" "${tb_args[@]}" "${extra[@]}"
 )
+# several processes: each reads checkpoint_last.pt itself. Otherwise fairseq has rank 0 load it and
+# sends it to the others as a pickle that holds its OmegaConf config, which torch >= 2.6's
+# weights-only torch.load on the receiving ranks refuses: a resumed multi-process run would fail
+[ "$WORLD" -eq 1 ] || args+=(--load-checkpoint-on-all-dp-ranks)
 launch=(fairseq-train)
 if [ "$NGPU" -eq 0 ] && [ "$WORLD" -gt 1 ]; then
   [ "$NNODES" -eq 1 ] || die "CPU_WORKERS runs processes on one machine; NNODES=$NNODES needs GPUs"
@@ -147,45 +167,28 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
   log "DRY_RUN=1: would run: $(shell_quote "${launch[@]}" "${args[@]}")"
   exit 0
 fi
+if [ -f "$SAVE_DIR/.settings" ] && [ "$(cat "$SAVE_DIR/.settings")" != "$SETTINGS" ]; then
+  changes=$(settings_changes "$SAVE_DIR/.settings" "$SETTINGS")
+  if [ "${ALLOW_CHANGED_SETTINGS:-0}" != 1 ]; then
+    die "$SAVE_DIR was started with other settings (recorded in $SAVE_DIR/.settings):
+$changes
+  Continuing would mix them in one run. Set them back, or train in another RUN_NAME/SAVE_DIR, or
+  set ALLOW_CHANGED_SETTINGS=1 to continue this run with the new ones (e.g. a larger MAX_UPDATE)."
+  fi
+  log "  ALLOW_CHANGED_SETTINGS=1: continuing $SAVE_DIR with changed settings:"
+  printf '%s\n' "$changes" | sed "s/^/[$STEP]   /" >&2
+fi
 mkdir -p "$SAVE_DIR"
 rm -f "$SAVE_DIR/.done"
-trained=0  # the updates checkpoint_last.pt holds
-if [ -f "$SAVE_DIR/checkpoint_last.pt" ]; then
-  # fairseq writes checkpoint_<epoch>_<update>.pt atomically but then *copies* it to
-  # checkpoint_last.pt: a kill during that copy leaves a truncated checkpoint_last.pt, from which
-  # fairseq-train cannot resume. The newest complete numbered checkpoint holds the same state.
-  found=$("$PYTHON" - "$SAVE_DIR" <<'PY'
-import glob, os, re, shutil, sys
-from fairseq_rope.checkpoints import load_checkpoint
-save_dir = sys.argv[1]
-last = os.path.join(save_dir, "checkpoint_last.pt")
-
-def updates(path):
-    try:
-        return load_checkpoint(path)["optimizer_history"][-1]["num_updates"]
-    except Exception as error:
-        print(f"[train] cannot load {path}: {str(error).splitlines()[0]}", file=sys.stderr)
-        return None
-
-restored, trained = "-", updates(last)
-if trained is None:
-    numbered = glob.glob(os.path.join(save_dir, "checkpoint_*_*.pt"))
-    numbered.sort(key=lambda path: int(re.search(r"_([0-9]+)\.pt$", path).group(1)), reverse=True)
-    restored = next((path for path in numbered if updates(path) is not None), None)
-    if restored is None:
-        sys.exit(f"[train] error: {last} is damaged and {save_dir} holds no complete checkpoint_<epoch>_<update>.pt "
-                 f"to resume from; move {last} away to train from scratch")
-    os.replace(last, last + ".damaged")
-    shutil.copyfile(restored, last + ".tmp")
-    os.replace(last + ".tmp", last)
-    trained = updates(last)
-print(trained, restored)
-PY
-  ) || die "cannot resume from $SAVE_DIR/checkpoint_last.pt (see above)"
-  trained=${found%% *} restored=${found#* }
-  if [ "$restored" != - ]; then
-    log "  $SAVE_DIR/checkpoint_last.pt was damaged (kept as checkpoint_last.pt.damaged): restored from $restored"
-  fi
+printf '%s\n' "$SETTINGS" > "$SAVE_DIR/.settings.tmp" && mv -f "$SAVE_DIR/.settings.tmp" "$SAVE_DIR/.settings"
+need_cmd fairseq-rope-checkpoint "$ROPE_HINT"
+# the updates checkpoint_last.pt holds (0: none); a damaged one is restored from the newest complete
+# numbered checkpoint (fairseq copies checkpoint_last.pt non-atomically)
+resumed=$(fairseq-rope-checkpoint resume "$SAVE_DIR") || die "cannot resume from $SAVE_DIR/checkpoint_last.pt (see above)"
+trained=$(json_field updates <<< "$resumed")
+restored=$(json_field restored <<< "$resumed")
+[ -z "$restored" ] || log "  $SAVE_DIR/checkpoint_last.pt was damaged (kept as checkpoint_last.pt.damaged): restored from $restored"
+if [ "$trained" -gt 0 ]; then
   [ "$trained" -le "$MAX_UPDATE" ] || die "$SAVE_DIR/checkpoint_last.pt holds $trained updates, more than \
 MAX_UPDATE=$MAX_UPDATE: raise MAX_UPDATE, or train in another SAVE_DIR"
   log "  resuming from $SAVE_DIR/checkpoint_last.pt ($trained updates)"
@@ -218,15 +221,8 @@ fi
 # checkpoint_last.pt, with --no-epoch-checkpoints): when the last update ends an epoch, name a
 # copy of checkpoint_last.pt so that average.sh finds the final weights among the last ones.
 if [ "$(( MAX_UPDATE % SAVE_INTERVAL_UPDATES ))" -eq 0 ] && ! ls "$SAVE_DIR"/checkpoint_*_"$MAX_UPDATE".pt >/dev/null 2>&1; then
-  final=$("$PYTHON" - "$SAVE_DIR/checkpoint_last.pt" "$MAX_UPDATE" <<'PY'
-import sys
-from fairseq_rope.checkpoints import load_checkpoint
-state = load_checkpoint(sys.argv[1])
-updates, itr = state["optimizer_history"][-1]["num_updates"], state["extra_state"]["train_iterator"]
-epoch = itr["epoch"] - 1 if itr["iterations_in_epoch"] == 0 else itr["epoch"]  # saved after its end
-print(f"checkpoint_{epoch}_{updates}.pt" if updates == int(sys.argv[2]) else "")
-PY
-  ) || die "could not read $SAVE_DIR/checkpoint_last.pt"
+  final=$(fairseq-rope-checkpoint final-name "$SAVE_DIR/checkpoint_last.pt" --max-update "$MAX_UPDATE" \
+    | json_field name) || die "could not read $SAVE_DIR/checkpoint_last.pt"
   [ -n "$final" ] || die "fairseq-train ended without reaching update $MAX_UPDATE (no checkpoint_*_$MAX_UPDATE.pt in $SAVE_DIR); see $SAVE_DIR/train.log"
   cp "$SAVE_DIR/checkpoint_last.pt" "$SAVE_DIR/$final.tmp" && mv -f "$SAVE_DIR/$final.tmp" "$SAVE_DIR/$final"
   log "  update $MAX_UPDATE ended an epoch, which fairseq saves only as checkpoint_last.pt: copied to $SAVE_DIR/$final"
