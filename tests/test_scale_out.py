@@ -401,11 +401,29 @@ def run_case(case, prepared, uninterrupted, tmp_path):
         bad_raw_corpus(raw)
         (raw / "test.de").unlink()
         return step("prepare.sh", env, ok=False), dict(raw=raw)
-    if case == "a truncated or corrupt checkpoint":
+    if case == "a truncated or corrupt checkpoint":  # every tool that reads a checkpoint says the same
         damaged = tmp_path / "damaged.pt"
         damaged.write_bytes(open(inputs[0], "rb").read()[:20000])
+        said = f"{damaged}: not a readable checkpoint (20,000 bytes; truncated or damaged"
+        bin_dir, data_bin = os.path.dirname(sys.executable), str(prepared["work"] / "data-bin")
+        others = {
+            "fairseq-rope-ct2": tool(os.path.join(bin_dir, "fairseq-rope-ct2"), "--checkpoint", str(damaged),
+                                     "--data-bin", data_bin, "--output-dir", str(tmp_path / "ct2")),
+            "fairseq-rope-checkpoint fits": tool(os.path.join(bin_dir, "fairseq-rope-checkpoint"), "fits", str(damaged),
+                                                 "--data-bin", data_bin),
+            "evaluate.sh": step("evaluate.sh", dict(prepared["env"], CHECKPOINT=str(damaged),
+                                                    EVAL_DIR=str(tmp_path / "eval")), ok=False),
+            "load_translator": tool(sys.executable, "-c", "import sys; from fairseq_rope.hub import load_translator; "
+                                    "load_translator(*sys.argv[1:4])", str(tmp_path), data_bin, "damaged.pt"),
+        }
+        for name, other in others.items():
+            assert other.returncode != 0 and said in other.stderr, (name, other.stderr[-2000:])
         return tool(average, "--inputs", str(damaged), inputs[1], "--output", str(tmp_path / "avg.pt")), \
             dict(dir=tmp_path)
+    if case == "a run started again with other settings":
+        env = dict(prepared["env"], RUN_NAME="changed", MAX_UPDATE="2")
+        step("train.sh", env)
+        return step("train.sh", dict(env, LR="2e-3"), ok=False), dict(work=prepared["work"])
     if case == "averaging checkpoints of different architectures":
         state = load_checkpoint(inputs[1])
         state["cfg"]["model"].arch = "transformer"  # a Namespace, as fairseq saves add_args-style models
@@ -439,7 +457,7 @@ def run_case(case, prepared, uninterrupted, tmp_path):
 
 def test_bad_input_table_lists_every_case():
     cases = [case for case, _ in bad_input_rows()]
-    assert len(cases) == 11 and all(messages for _, messages in bad_input_rows())
+    assert len(cases) == 12 and all(messages for _, messages in bad_input_rows())
     assert {"parallel files of unequal length", "a full disk", "an unknown architecture"} <= set(cases)
 
 
