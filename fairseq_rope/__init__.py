@@ -6,7 +6,7 @@ Importing the package registers the ``rope_transformer`` model and its architect
 allowlists what fairseq checkpoints pickle for ``torch.load(weights_only=True)``.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 REQUIRED_FAIRSEQ = "fairseq-fixed==0.12.3.1"
 

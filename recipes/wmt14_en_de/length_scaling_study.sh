@@ -10,7 +10,7 @@
 # set is then translated once per model without scaling, with --rope-scaling auto, and with the
 # chosen setting, and compared per bucket with the baseline (paired bootstrap), with each run's
 # hyp/ref length ratio and share of outputs that repeat a word 4+ times in a row.
-# Offline, CPU, about 45 minutes on 2 cores.
+# Offline, CPU, about 35 minutes on 2 cores.
 #
 #   MAX_TRAIN_WORDS, BUCKETS, PER_BUCKET, TEST_SEED   as length_study.sh (15; 10,15,20,25,30,40; 100; 2)
 #   VALID_SEED         3: make_sample_corpus.py seed of the validation set

@@ -56,7 +56,7 @@ bpe_max() { awk 'NF > m { m = NF } END { print m + 0 }' "$1"; }
 bpe_note="BPE tokens per source (what the positions count, without EOS): training at most \
 $(bpe_max "$WORK_DIR/prep/bpe/train.$SRC"), test at most $(bpe_max "$WORK_DIR/prep/bpe/test.$SRC")."
 first_arch=${ARCHS%% *}
-max_update=$(sed -n 's/.* max_update=\([0-9]*\).*/\1/p' "$WORK_DIR/checkpoints/$first_arch/.done")
+max_update=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/$first_arch/.done")
 model_note="Models: sample.sh's, $max_update updates, identical settings for every arch; \
 training pairs: $(line_count "$RAW/train.$SRC") of $(line_count "$SAMPLE_DIR/train.$SRC") sample pairs; \
 test set: make_sample_corpus.py seed $TEST_SEED, $PER_BUCKET sentences per bucket, none in the sample \

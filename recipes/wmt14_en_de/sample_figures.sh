@@ -33,7 +33,7 @@ done
 fairseq-rope-plot-training "${logs[@]}" --out "$OUT_DIR/sample_curves.png" \
   --title "Offline sample: training curves (sample.sh)"
 first_arch=${ARCHS%% *}
-max_update=$(sed -n 's/.* max_update=\([0-9]*\).*/\1/p' "$WORK_DIR/checkpoints/$first_arch/.done")
+max_update=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/$first_arch/.done")
 fairseq-rope-compare --src "$RAW_DIR/test.$SRC" "${results[@]}" --buckets "$BUCKETS" \
   --note "Models: sample.sh's, $max_update updates, identical settings for every arch; checkpoints: average of the last ${AVERAGE_LAST:-5}." \
   --title "Offline sample: quality by source length (sample.sh)" \
