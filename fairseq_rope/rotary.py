@@ -126,7 +126,7 @@ class RotaryEmbedding(nn.Module):
         ``length`` (--rope-scaling auto). Angles and magnitudes in float64 from integer positions,
         computed on x's device for this call (no table): a factor of 1 gives the table's values."""
         factors = factors.to(x.device, torch.float64)[:, None]  # B x 1
-        freq = frequencies(self.options.theta, self.dim, "yarn", factors, length).to(x.device)  # B x d/2
+        freq = frequencies(self.options.theta, self.dim, "yarn", factors, length)  # B x d/2
         positions = torch.arange(start, start + x.size(-2), dtype=torch.float64, device=x.device)
         angles = positions[None, :, None] * freq[:, None, :]  # B x T x d/2
         magnitude = yarn_magnitude(factors)[:, :, None]  # B x 1 x 1

@@ -174,12 +174,13 @@ def score_subset(named_hyps, refs, n_samples):
         signatures, table = test()
         keys = [k for k in table if k != "System"]  # "BLEU", "chrF2" in the order of metrics()
         out = {}
-        for i, (name, _) in enumerate(named_hyps):
+        for i, (name, hyps) in enumerate(named_hyps):
             out[name] = {}
+            identical = i and hyps == named_hyps[0][1]  # sacrebleu's test gives p = 1/(n+1) for no difference
             for short, key in zip(("bleu", "chrf"), keys):
                 r = table[key][i]
                 out[name].update({short: float(r.score), f"{short}_ci": _maybe(r.ci),
-                                  f"{short}_p": _maybe(r.p_value) if i else None})
+                                  f"{short}_p": (1.0 if identical else _maybe(r.p_value)) if i else None})
         return out, {k: str(v) for k, v in signatures.items()}
     name, hyps = named_hyps[0]
     out, sigs = {name: {}}, {}
@@ -220,6 +221,18 @@ def compare(src, refs, runs, edges, n_samples):
         "overall": overall,
         "buckets": buckets,
     }
+
+
+def best_above(src, refs, runs, words):
+    """The run with the best sacreBLEU on the sentences of more than ``words`` source words (the
+    first such run on a tie), with every run's BLEU there."""
+    from sacrebleu.metrics import BLEU
+
+    idx = [i for i, s in enumerate(src) if len(s.split()) > words]
+    if not idx:
+        raise InputError(PROG, f"--best-above {words}: no source sentence has more than {words} words")
+    bleu = {name: BLEU().corpus_score([h[i] for i in idx], [[refs[i] for i in idx]]).score for name, h in runs}
+    return {"min_words": words + 1, "sentences": len(idx), "run": max(bleu, key=bleu.get), "bleu": bleu}
 
 
 # --------------------------------------------------------------------------- outputs
@@ -360,11 +373,17 @@ def main(argv=None):
     ap.add_argument("--out-md", help="write the markdown table here")
     ap.add_argument("--out-png", help="write the plot here (PNG)")
     ap.add_argument("--out-json", help="write every number here (JSON)")
+    ap.add_argument("--best-above", type=int, metavar="N",
+                    help="also choose the run with the best BLEU on the sentences of more than N source words: "
+                         "its name is \"best\" in --out-json, the BLEU of every run there \"best_above\", and a "
+                         "line under the table says it (how the length study picks a setting on validation data)")
     args = ap.parse_args(argv)
     if not args.runs:
         ap.error("give at least one run: --hyp NAME=FILE or --result FILE.json")
     if args.bootstrap_samples < 1:
-        ap.error("--bootstrap-samples must be >= 1")
+        raise InputError(PROG, f"--bootstrap-samples must be >= 1, got {args.bootstrap_samples}")
+    if args.best_above is not None and args.best_above < 0:
+        raise InputError(PROG, f"--best-above must be >= 0 (source words), got {args.best_above}")
     edges = parse_buckets(args.buckets)
     runs, ref_path, test_sets = resolve_runs(args)
 
@@ -386,6 +405,12 @@ def main(argv=None):
     res["files"] = {"source": args.src, "reference": ref_path, "hypotheses": dict(runs)}
     md = render_markdown(res, args.title, args.src, ref_path, runs, test_sets, args.train_max_words,
                          args.note)
+    if args.best_above is not None:
+        res["best_above"] = best_above(src, refs, hyps, args.best_above)
+        res["best"] = res["best_above"]["run"]
+        scores = ", ".join(f"{name} {bleu:.2f}" for name, bleu in res["best_above"]["bleu"].items())
+        md += (f"\nBest BLEU on the {res['best_above']['sentences']} sentences of more than {args.best_above} "
+               f"words: **{res['best']}** ({scores}).\n")
     sys.stdout.write(md)
     if args.out_md:
         write_text(args.out_md, md)

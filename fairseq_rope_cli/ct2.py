@@ -25,7 +25,9 @@ Translate with fairseq-rope-ct2-generate, or from Python:
     mt.translate(["The small dog sees the red house."])
 """
 
+import argparse
 import os
+import sys
 
 from .common import InputError, argument_parser
 
@@ -33,8 +35,21 @@ PROG = "fairseq-rope-ct2"
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 
 
+class ListQuantizations(argparse.Action):
+    """--list-quantizations: the accepted --quantization values, one per line, then exit (as --version)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print("\n".join(QUANTIZATIONS))
+        parser.exit()
+
+
 def parse_args(argv=None):
     ap = argument_parser(PROG, __doc__)
+    ap.add_argument("--list-quantizations", action=ListQuantizations,
+                    help="print the accepted --quantization values, one per line, and exit")
     ap.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt), e.g. checkpoint_avg_last5.pt")
     ap.add_argument("--data-bin", required=True, help="the fairseq-preprocess directory it was trained on (dictionaries)")
     ap.add_argument("--output-dir", required=True, help="the CTranslate2 model directory to write")
@@ -69,7 +84,7 @@ def main(argv=None):
                      source_lang=args.source_lang, target_lang=args.target_lang)
     except (ExportError, CheckpointError, FileNotFoundError, ValueError) as error:
         raise InputError(PROG, str(error)) from None
-    print(f"[{PROG}] {args.checkpoint} -> {out} (CTranslate2, weights {args.quantization or 'float32'})")
+    print(f"[{PROG}] {args.checkpoint} -> {out} (CTranslate2, weights {args.quantization or 'float32'})", file=sys.stderr)
 
 
 if __name__ == "__main__":

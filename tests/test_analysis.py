@@ -253,3 +253,40 @@ def test_compare_counts_hypotheses_that_repeat_a_word_four_times():
     result = compare(src, refs, [("run", hyps)], [2], n_samples=10)
     assert result["overall"]["run"]["repeat_share"] == 0.5
     assert [b["scores"]["run"]["repeat_share"] for b in result["buckets"]] == [0.5, 0.5]
+
+
+def test_best_above_picks_the_run_with_the_best_bleu_on_the_longer_sentences(tmp_path):
+    """--best-above N: the run whose sacreBLEU is highest on the sentences of more than N words (not
+    overall), named in the JSON ("best") and under the table, with every run's BLEU on them."""
+    src = write(tmp_path / "src", ["a b", "c d", "e f g h i j k l", "m n o p q r s t"])
+    ref = write(tmp_path / "ref", ["die Katze", "der Hund", "es war einmal ein Haus am See", "und noch ein Haus am See"])
+    short = write(tmp_path / "short", ["die Katze", "der Hund", "es war", "und"])  # right on short sentences
+    long_ = write(tmp_path / "long", ["Katze", "Hund", "es war einmal ein Haus am See", "und noch ein Haus am See"])
+    out = run(COMPARE, "--src", src, "--ref", ref, "--hyp", f"short={short}", "--hyp", f"long={long_}",
+              "--buckets", "2", "--best-above", 2, "--out-json", tmp_path / "c.json", "--bootstrap-samples", 10)
+    result = json.loads((tmp_path / "c.json").read_text())
+    assert result["best"] == "long" and result["best_above"]["sentences"] == 2
+    assert result["best_above"]["bleu"]["long"] == pytest.approx(100.0)
+    assert result["best_above"]["bleu"]["short"] == pytest.approx(sacrebleu.corpus_bleu(
+        ["es war", "und"], [["es war einmal ein Haus am See", "und noch ein Haus am See"]]).score)
+    assert result["overall"]["short"]["bleu"] != result["overall"]["long"]["bleu"]
+    assert "Best BLEU on the 2 sentences of more than 2 words: **long**" in out.stdout
+    bad = run(COMPARE, "--src", src, "--ref", ref, "--hyp", f"short={short}", "--best-above", 20, check=False)
+    assert bad.returncode == 1 and "--best-above 20: no source sentence has more than 20 words" in bad.stderr
+
+
+def write(path, lines_):
+    path.write_text("".join(line + "\n" for line in lines_), encoding="utf-8")
+    return path
+
+
+def test_identical_runs_are_not_significantly_different(tmp_path):
+    """A run whose hypotheses are the first run's has p = 1 (sacrebleu's bootstrap alone reports
+    its smallest p-value, 1/(n+1), for a difference of exactly zero)."""
+    src = write(tmp_path / "src", ["a b", "c d", "e f"])
+    ref = write(tmp_path / "ref", ["die Katze", "der Hund", "es war"])
+    hyp = write(tmp_path / "hyp", ["die Katze", "Hund", "es war einmal"])
+    run(COMPARE, "--src", src, "--ref", ref, "--hyp", f"a={hyp}", "--hyp", f"b={hyp}", "--buckets", "2",
+        "--out-json", tmp_path / "c.json", "--bootstrap-samples", 100)
+    result = json.loads((tmp_path / "c.json").read_text())
+    assert result["overall"]["b"]["bleu_p"] == result["overall"]["b"]["chrf_p"] == 1.0

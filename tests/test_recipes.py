@@ -145,11 +145,16 @@ def test_evaluate_with_ctranslate2_backend(recipe):
     fairseq_result = json.loads((work / "eval" / "rope_transformer" / "result.json").read_text())
     assert fairseq_result["backend"] == "fairseq"
     assert lines(result["hyps_detok"]) == lines(fairseq_result["hyps_detok"])
+    # outputs that differ between inputs (11 of 16 here; trained models: tests/test_ct2.py)
+    assert len(set(lines(result["hyps_detok"]))) >= 8
     assert result["sacrebleu"] == fairseq_result["sacrebleu"]
     again = step("evaluate.sh", env)
     assert "CTranslate2 model up to date" in again.stderr and "translations up to date" in again.stderr
     bad = step("evaluate.sh", dict(env, BACKEND="onnx"), ok=False)
     assert "BACKEND must be one of: fairseq ctranslate2; got 'onnx'" in bad.stderr
+    bad = step("evaluate.sh", dict(env, CT2_QUANTIZATION="int4"), ok=False)  # the list fairseq-rope-ct2 accepts
+    assert "CT2_QUANTIZATION must be one of: int8 int8_float32 int8_float16 int8_bfloat16 int16 float16 bfloat16 " \
+           "float32; got 'int4'" in bad.stderr
 
 
 def test_train_dry_run_computes_tokens_per_update(recipe):

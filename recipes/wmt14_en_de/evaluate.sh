@@ -8,8 +8,8 @@
 #   BEAM 4, LENPEN 0.6, GEN_SUBSET test, GEN_MAX_TOKENS 8000 (per batch), PRECISION auto
 #   BACKEND          fairseq (fairseq-generate, default) or ctranslate2: CHECKPOINT exported with
 #                    fairseq-rope-ct2 to CT2_DIR (default: $WORK_DIR/ct2/$RUN_NAME-$CT2_QUANTIZATION),
-#                    translated by fairseq-rope-ct2-generate; CT2_QUANTIZATION float32 (or int8, int16,
-#                    float16, bfloat16, int8_float32, int8_float16, int8_bfloat16), CT2_DEVICE cpu
+#                    translated by fairseq-rope-ct2-generate; CT2_QUANTIZATION float32 (or one of
+#                    `fairseq-rope-ct2 --list-quantizations`: int8, int16, float16, ...), CT2_DEVICE cpu
 #                    (cuda with a GPU), CT2_THREADS 0 (CTranslate2's choice), CT2_BATCH_SIZE 64
 #   MODEL_OVERRIDES  model options for translation, as fairseq-generate's --model-overrides, e.g.
 #                    "{'rope_scaling': 'linear', 'rope_scaling_factor': 2.0}" (BACKEND=fairseq only)
@@ -25,7 +25,6 @@ CHECKPOINT=${CHECKPOINT:-$WORK_DIR/checkpoints/$RUN_NAME/checkpoint_avg_last${AV
 BACKEND=${BACKEND:-fairseq}
 one_of BACKEND "$BACKEND" fairseq ctranslate2
 CT2_QUANTIZATION=${CT2_QUANTIZATION:-float32}
-one_of CT2_QUANTIZATION "$CT2_QUANTIZATION" float32 int8 int8_float32 int8_float16 int8_bfloat16 int16 float16 bfloat16
 CT2_DIR=${CT2_DIR:-$WORK_DIR/ct2/$RUN_NAME-$CT2_QUANTIZATION}
 CT2_DEVICE=${CT2_DEVICE:-cpu}
 CT2_THREADS=${CT2_THREADS:-0}
@@ -55,6 +54,10 @@ need_file "$DATA_BIN/recipe.env" "DATA_BIN/recipe.env (run prepare.sh first)"
 need_file "$CHECKPOINT" "CHECKPOINT (run train.sh and average.sh first)"
 need_cmd fairseq-generate "pip install fairseq-fixed"
 [ "$BACKEND" = fairseq ] || need_cmd fairseq-rope-ct2 "$ROPE_HINT"
+if [ "$BACKEND" = ctranslate2 ]; then  # the values fairseq-rope-ct2 accepts (the list is defined there only)
+  # shellcheck disable=SC2046
+  one_of CT2_QUANTIZATION "$CT2_QUANTIZATION" $(fairseq-rope-ct2 --list-quantizations)
+fi
 [ "$BACKEND" = fairseq ] || "$PYTHON" -c "import ctranslate2" 2>/dev/null \
   || die "BACKEND=ctranslate2 needs the ctranslate2 package: pip install 'fairseq-rope[ct2]'"
 need_cmd fairseq-rope-score "$ROPE_HINT"

@@ -107,32 +107,20 @@ for model in "${models[@]}"; do
 done
 # 4. choice on the validation set: best BLEU on the sentences longer than any training source
 mkdir -p "$OUT_DIR"
-choice=$("$PYTHON" - "$VALID_DIR/raw/test.$SRC" "$VALID_DIR/raw/test.$TGT" "$MAX_TRAIN_WORDS" \
-  "$OUT_DIR/length_scaling_validation.md" "$WORK_DIR/eval_validation" "${models[*]}" $SCALINGS <<'PY'
-import json, os, sys
-import sacrebleu
-from fairseq_rope_cli.common import read_lines, write_lines
-src, ref, max_words, out_md, eval_dir, models, scalings = *sys.argv[1:7], sys.argv[7:]
-src, ref, max_words = read_lines(src), read_lines(ref), int(max_words)
-unseen = [i for i, s in enumerate(src) if len(s.split()) > max_words]
-seen = [i for i, s in enumerate(src) if len(s.split()) <= max_words]
-rows, best = ["| model | scaling | BLEU, unseen lengths | BLEU, seen lengths |", "|---|---|---:|---:|"], []
-for model in models.split():
-    scores = {}
-    for s in scalings:
-        result = json.load(open(os.path.join(eval_dir, f"{model}-{s.replace(':', '')}", "result.json")))
-        hyps = read_lines(result["hyps_detok"])
-        bleu = lambda idx: sacrebleu.corpus_bleu([hyps[i] for i in idx], [[ref[i] for i in idx]]).score
-        scores[s] = (bleu(unseen), bleu(seen))
-        rows.append(f"| {model} | {s} | {scores[s][0]:.2f} | {scores[s][1]:.2f} |")
-    choice = max(scalings, key=lambda s: scores[s][0])
-    rows.append(f"| **{model}: chosen** | **{choice}** | | |")
-    best.append(f"{model}={choice}")
-write_lines(out_md, [f"Validation set: {len(src)} sentences ({len(unseen)} longer than {max_words} words); "
-                     "the setting with the best BLEU on those is chosen per model.", "", *rows])
-print(" ".join(best))
-PY
-)
+choice="" validation_md=()
+for model in "${models[@]}"; do
+  runs=()
+  for s in $SCALINGS; do runs+=(--result "$s=$WORK_DIR/eval_validation/$model-${s/:/}/result.json"); done
+  fairseq-rope-compare --src "$VALID_DIR/raw/test.$SRC" --ref "$VALID_DIR/raw/test.$TGT" "${runs[@]}" \
+    --buckets "$MAX_TRAIN_WORDS" --train-max-words "$MAX_TRAIN_WORDS" --best-above "$MAX_TRAIN_WORDS" \
+    --title "Validation set (seed $VALID_SEED): $model by scaling" \
+    --out-md "$WORK_DIR/validation_$model.md" --out-json "$WORK_DIR/validation_$model.json" > /dev/null
+  choice+="$model=$(json_field best < "$WORK_DIR/validation_$model.json") "
+  validation_md+=("$WORK_DIR/validation_$model.md")
+done
+choice=${choice% }
+cat "${validation_md[@]}" > "$OUT_DIR/length_scaling_validation.md.tmp"
+mv -f "$OUT_DIR/length_scaling_validation.md.tmp" "$OUT_DIR/length_scaling_validation.md"
 log "chosen on the validation set: $choice ($OUT_DIR/length_scaling_validation.md)"
 # 5. the test set, once per model: without scaling (length_study.sh's), with auto, with the chosen setting
 results=(--result "transformer=$WORK_DIR/eval/transformer/result.json")
