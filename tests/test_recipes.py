@@ -190,8 +190,9 @@ def test_rerun_skips_and_training_resumes(recipe):
     assert "already prepared" in proc.stderr
     proc = step("train.sh", env)
     assert "already trained" in proc.stderr
-    # a longer schedule continues from checkpoint_last.pt instead of starting again
-    proc = step("train.sh", dict(env, MAX_UPDATE="6"))
+    # a longer schedule, once allowed, continues from checkpoint_last.pt instead of starting again
+    assert "MAX_UPDATE: 4 -> 6" in step("train.sh", dict(env, MAX_UPDATE="6"), ok=False).stderr
+    proc = step("train.sh", dict(env, MAX_UPDATE="6", ALLOW_CHANGED_SETTINGS="1"))
     assert "resuming from" in proc.stderr
     assert "Loaded checkpoint" in proc.stdout and "(epoch 1 @ 4 updates)" in proc.stdout
     assert os.path.exists(recipe["work"] / "checkpoints/transformer/checkpoint_1_6.pt")

@@ -128,7 +128,7 @@ RUN = dict(MAX_UPDATE="60", SAVE_INTERVAL_UPDATES="5", KEEP_INTERVAL_UPDATES="3"
 
 @pytest.fixture(scope="module")
 def uninterrupted(prepared):
-    """The reference run, timed from its first checkpoint to its end (the window the kills fall in)."""
+    """The reference run, never interrupted."""
     env = dict(prepared["env"], RUN_NAME="uninterrupted", **RUN)
     save = prepared["work"] / "checkpoints" / "uninterrupted"
     proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO,
@@ -141,34 +141,40 @@ def uninterrupted(prepared):
     return dict(model=model_of(save / "checkpoint_last.pt"), window=time.time() - first, save=save)
 
 
-SEEDS = (1, 5, 2)  # their moments: 13%, 59% and 91% of the window
+SEEDS = (1, 9, 6)  # the kills: after updates 13, 34 and 55 of 60 (+ 0.17 s, 0.18 s, 0.17 s)
 
 
 @pytest.fixture(scope="module")
 def killed_and_resumed(prepared, uninterrupted):
-    """One run per seed, SIGKILLed (train.sh's whole process group, as a power cut would) at a
-    moment drawn uniformly over the uninterrupted run's window from its first checkpoint to its end
-    (up to 95% of it: the runs go side by side, so each takes longer than that window), then
-    train.sh run again."""
+    """One run per seed, SIGKILLed (train.sh's whole process group, as a power cut would) at a moment
+    drawn over the whole run: once its log shows update U, U uniform in 5 .. 59 (from the first
+    checkpoint to the last update), plus a delay uniform in 0 .. 0.3 s, so that kills fall in
+    updates, in checkpoint writes and in fairseq's copy to checkpoint_last.pt; then train.sh is run
+    again. The runs go side by side; moments are counted in updates, not seconds, so that the load
+    of the machine does not move them."""
     runs = {}
     for seed in SEEDS:
         env = dict(prepared["env"], RUN_NAME=f"killed{seed}", **RUN)
         proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO,
                                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        runs[seed] = dict(env=env, proc=proc, save=prepared["work"] / "checkpoints" / f"killed{seed}", killed=None)
-    deadline = time.time() + 300
+        draw = random.Random(seed)
+        runs[seed] = dict(env=env, proc=proc, save=prepared["work"] / "checkpoints" / f"killed{seed}", killed=None,
+                          update=draw.randint(5, 59), delay=draw.uniform(0, 0.3))
+    deadline = time.time() + 600
     while any(run["killed"] is None for run in runs.values()):
         for seed, run in runs.items():
-            if run["killed"] is None and (run["save"] / "checkpoint_last.pt").exists():
-                if "first" not in run:
-                    run["first"] = time.time()
-                    run["delay"] = random.Random(seed).uniform(0, 0.95 * uninterrupted["window"])
-                elif time.time() - run["first"] >= run["delay"]:
-                    assert run["proc"].poll() is None, f"run {seed} ended before the kill: the window is too short"
-                    os.killpg(run["proc"].pid, signal.SIGKILL)
-                    run["proc"].wait()
-                    run["killed"] = updates_of_any(run["save"])
-            assert run["killed"] is not None or run["proc"].poll() is None, f"run {seed} ended before its first checkpoint"
+            if run["killed"] is not None:
+                continue
+            log = run["save"] / "train.log"
+            if "reached" not in run and log.exists() and \
+                    int(max(re.findall(r'"num_updates": "([0-9]+)"', log.read_text()), key=int, default=0)) >= run["update"]:
+                run["reached"] = time.time()
+            if "reached" in run and time.time() - run["reached"] >= run["delay"]:
+                assert run["proc"].poll() is None, f"run {seed} ended before the kill"
+                os.killpg(run["proc"].pid, signal.SIGKILL)
+                run["proc"].wait()
+                run["killed"] = updates_of_any(run["save"])
+            assert run["killed"] is not None or run["proc"].poll() is None, f"run {seed} ended before its kill"
         assert time.time() < deadline
         time.sleep(0.005)
     for run in runs.values():
@@ -204,7 +210,7 @@ def test_training_killed_at_random_moment_resumes_to_uninterrupted_result(killed
     optimizer and the scheduler and re-seeds dropout every update, and the translation_resumable
     task builds every epoch's batches as the uninterrupted run did."""
     run = killed_and_resumed[seed]
-    assert 5 <= run["killed"] <= 60
+    assert run["update"] - 5 <= run["killed"] <= run["update"] + 10  # the checkpoint before the kill
     assert f"resuming from {run['save']}/checkpoint_last.pt ({run['killed']} updates)" in run["stderr"]
     if run["killed"] == 60:  # killed after fairseq-train ended, before train.sh marked the run done
         assert "checkpoint_last.pt already holds update 60: fairseq-train is not run again" in run["stderr"]
