@@ -2,6 +2,7 @@
 answers without importing torch or fairseq, and runnable as python -m fairseq_rope_cli.<module>."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -123,3 +124,20 @@ def test_every_command_reports_bad_input_as_one_error_line_with_status_1(tmp_pat
         for word in words:
             assert word in error, (where, word, error)
         assert done.stdout == "", (where, done.stdout)
+
+
+def test_scripts_with_a_shebang_are_executable_and_nothing_edits_sys_path():
+    """Every script meant to be run (a #! first line) in recipes/ and scripts/ has its executable
+    bit; no Python file of the project changes sys.path (tools are installed commands or modules)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = [os.path.join(root, name) for top in ("recipes", "scripts", "fairseq_rope", "fairseq_rope_cli", "tests")
+             for root, _, names in os.walk(os.path.join(repo, top)) for name in names
+             if name.endswith((".py", ".sh"))]
+    assert len(files) > 30
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if text.startswith("#!"):
+            assert os.access(path, os.X_OK), f"{path} has a shebang but is not executable"
+        code = "\n".join(line.split("#")[0] for line in text.splitlines())
+        assert not re.search(r"sys\.path\.(insert|append|extend)\(|sys\.path\s*(\+)?=", code), path
