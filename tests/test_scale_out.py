@@ -490,6 +490,9 @@ def test_rerun_with_other_settings_is_refused_unless_allowed(prepared):
     on; ALLOW_CHANGED_SETTINGS=1 continues the run from its checkpoint with the new values."""
     env = dict(prepared["env"], RUN_NAME="settings", MAX_UPDATE="2", SAVE_INTERVAL_UPDATES="2")
     save = prepared["work"] / "checkpoints" / "settings"
+    # a run that fails at start-up (a bad flag) has no checkpoint: the corrected command is not refused
+    step("train.sh", dict(env, EXTRA_TRAIN_ARGS=env["EXTRA_TRAIN_ARGS"] + " --rope-dim 3"), ok=False)
+    assert (save / ".settings").exists() and not list(save.glob("checkpoint*.pt"))
     step("train.sh", env)
     assert "LR=0.001\n" in (save / ".settings").read_text()
     changed = dict(env, LR="2e-3", MAX_UPDATE="4", EXTRA_TRAIN_ARGS=env["EXTRA_TRAIN_ARGS"] + " --attention-dropout 0.1")

@@ -167,7 +167,9 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
   log "DRY_RUN=1: would run: $(shell_quote "${launch[@]}" "${args[@]}")"
   exit 0
 fi
-if [ -f "$SAVE_DIR/.settings" ] && [ "$(cat "$SAVE_DIR/.settings")" != "$SETTINGS" ]; then
+# (a run with no checkpoint yet, e.g. one that failed at start-up, has nothing to mix: it starts anew)
+if [ -f "$SAVE_DIR/.settings" ] && [ "$(cat "$SAVE_DIR/.settings")" != "$SETTINGS" ] \
+    && ls "$SAVE_DIR"/checkpoint*.pt > /dev/null 2>&1; then
   changes=$(settings_changes "$SAVE_DIR/.settings" "$SETTINGS")
   if [ "${ALLOW_CHANGED_SETTINGS:-0}" != 1 ]; then
     die "$SAVE_DIR was started with other settings (recorded in $SAVE_DIR/.settings):
