@@ -78,6 +78,7 @@ one_of LOG_FORMAT "$LOG_FORMAT" json simple tqdm none
 one_of LAUNCHER "$LAUNCHER" auto torchrun
 need_file "$DATA_BIN/dict.$SRC.txt" "binarized data (run prepare.sh first; DATA_BIN)"
 need_cmd fairseq-train "pip install fairseq-fixed"
+need_cmd fairseq-rope-checkpoint "$ROPE_HINT"
 check_plugin
 
 NGPU=$(detect_gpus)
@@ -183,7 +184,6 @@ fi
 mkdir -p "$SAVE_DIR"
 rm -f "$SAVE_DIR/.done"
 printf '%s\n' "$SETTINGS" > "$SAVE_DIR/.settings.tmp" && mv -f "$SAVE_DIR/.settings.tmp" "$SAVE_DIR/.settings"
-need_cmd fairseq-rope-checkpoint "$ROPE_HINT"
 # the updates checkpoint_last.pt holds (0: none); a damaged one is restored from the newest complete
 # numbered checkpoint (fairseq copies checkpoint_last.pt non-atomically)
 resumed=$(fairseq-rope-checkpoint resume "$SAVE_DIR") || die "cannot resume from $SAVE_DIR/checkpoint_last.pt (see above)"
