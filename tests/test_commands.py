@@ -111,19 +111,33 @@ def bad_inputs(tmp):
 
 def test_every_command_reports_bad_input_as_one_error_line_with_status_1(tmp_path):
     """Each command given each kind of bad input it takes (a missing file, a damaged checkpoint,
-    files that do not match, a bad value): status 1, ``PROG: error: ...`` on stderr naming the
-    file, flag or value, no traceback, nothing on stdout; every installed command is tried."""
+    files that do not match, a bad value): ``PROG: error: ...`` naming the file, flag or value, exit
+    status 1, no traceback, nothing on stdout; every installed command is tried. Run in this process
+    through each command's main(argv) (an InputError is a SystemExit whose message Python prints on
+    stderr with status 1, so this is what the installed command does; a few are also run as installed)."""
+    import contextlib
+    import importlib
+    import io
+
     cases = bad_inputs(tmp_path)
     assert {argv[0] for argv, _ in cases} == set(COMMANDS)
     for argv, words in cases:
-        done = subprocess.run([os.path.join(BIN, argv[0]), *argv[1:]], capture_output=True, text=True, timeout=120)
         where = " ".join(argv)
-        assert done.returncode == 1, (where, done.returncode, done.stderr[-2000:])
-        assert f"{argv[0]}: error: " in done.stderr and "Traceback" not in done.stderr, (where, done.stderr[-2000:])
-        error = done.stderr[done.stderr.index(f"{argv[0]}: error: "):]
+        main = importlib.import_module(f"fairseq_rope_cli.{COMMANDS[argv[0]][0]}").main
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout), pytest.raises(SystemExit) as exit_:
+            main(argv[1:])
+        message = exit_.value.code
+        assert isinstance(message, str), (where, message)  # a str: printed on stderr, status 1
+        assert message.startswith(f"{argv[0]}: error: "), (where, message)
         for word in words:
-            assert word in error, (where, word, error)
-        assert done.stdout == "", (where, done.stdout)
+            assert word in message, (where, word, message)
+        assert stdout.getvalue() == "", (where, stdout.getvalue())
+    for argv, words in cases[:: len(cases) // 4]:  # as installed: the same line on stderr, status 1
+        done = subprocess.run([os.path.join(BIN, argv[0]), *argv[1:]], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1 and f"{argv[0]}: error: " in done.stderr and "Traceback" not in done.stderr, \
+            (argv, done.stderr[-2000:])
+        assert all(word in done.stderr for word in words) and done.stdout == "", argv
 
 
 def test_scripts_with_a_shebang_are_executable_and_nothing_edits_sys_path():
