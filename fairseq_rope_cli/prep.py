@@ -159,6 +159,22 @@ def need_file(path, flag):
         raise InputError(PROG, f"{flag} file not found: {path}")
 
 
+def same_length(src, tgt):
+    """The line count of two parallel files; an error naming both counts when they differ."""
+    n_src, n_tgt = count_lines(src), count_lines(tgt)
+    if n_src != n_tgt:
+        raise InputError(PROG, f"parallel files differ in length: {src} has {n_src} lines, {tgt} has {n_tgt} lines")
+    return n_src
+
+
+def add_parallel_files(parser, src_help, tgt_help):
+    """--src, --tgt (the inputs) and --out-src, --out-tgt of a subcommand on sentence pairs."""
+    parser.add_argument("--src", required=True, help=src_help)
+    parser.add_argument("--tgt", required=True, help=tgt_help)
+    parser.add_argument("--out-src", required=True)
+    parser.add_argument("--out-tgt", required=True)
+
+
 def run_moses(args):
     need_file(args.input, "-i")
     if os.path.abspath(args.input) == os.path.abspath(args.output):
@@ -178,10 +194,7 @@ def run_clean(args):
         raise InputError(PROG, f"need 0 <= --min <= --max and --max >= 1, got --min {args.min} --max {args.max}")
     if not args.ratio >= 1:
         raise InputError(PROG, f"--ratio must be >= 1, got {args.ratio}")
-    n_src, n_tgt = count_lines(args.src), count_lines(args.tgt)
-    if n_src != n_tgt:
-        raise InputError(PROG, f"parallel files differ in length: {args.src} has {n_src} lines, "
-                               f"{args.tgt} has {n_tgt} lines")
+    n_src = same_length(args.src, args.tgt)
     kept, removed = 0, collections.Counter()
     with atomic_output(args.out_src) as out_src, atomic_output(args.out_tgt) as out_tgt:
         for s, t in zip(decode_lines(args.src, PROG), decode_lines(args.tgt, PROG)):
@@ -273,10 +286,8 @@ def run_concat_pairs(args):
     need_file(args.tgt, "--tgt")
     if args.k < 2:
         raise InputError(PROG, f"-k must be >= 2 (pairs per concatenation), got {args.k}")
+    same_length(args.src, args.tgt)
     sources, targets = list(decode_lines(args.src, PROG)), list(decode_lines(args.tgt, PROG))
-    if len(sources) != len(targets):
-        raise InputError(PROG, f"parallel files differ in length: {args.src} has {len(sources)} lines, "
-                               f"{args.tgt} has {len(targets)} lines")
     out = concatenated_pairs(list(zip(sources, targets)), args.k, args.order, args.seed)
     with atomic_output(args.out_src) as out_src, atomic_output(args.out_tgt) as out_tgt:
         for s, t in out:
@@ -302,10 +313,7 @@ def main(argv=None):
         p.set_defaults(run=run_moses)
     p = sub.add_parser("clean", help="drop pairs by length and length ratio (Moses clean-corpus-n)",
                        description="Drops sentence pairs by length and length ratio (Moses clean-corpus-n rules).")
-    p.add_argument("--src", required=True, help="source side, tokenized")
-    p.add_argument("--tgt", required=True, help="target side, tokenized, as many lines as --src")
-    p.add_argument("--out-src", required=True)
-    p.add_argument("--out-tgt", required=True)
+    add_parallel_files(p, "source side, tokenized", "target side, tokenized, as many lines as --src")
     p.add_argument("--min", type=int, default=1, help="fewest tokens per side (default: %(default)s)")
     p.add_argument("--max", type=int, default=250, help="most tokens per side (default: %(default)s)")
     p.add_argument("--ratio", type=float, default=1.5, help="largest length ratio (default: %(default)s)")
@@ -336,10 +344,7 @@ def main(argv=None):
     p.set_defaults(run=run_spm_encode)
     p = sub.add_parser("concat-pairs", help="add concatenations of k training pairs",
                        description="Writes every pair, then concatenations of k pairs (consecutive or random).")
-    p.add_argument("--src", required=True, help="source side")
-    p.add_argument("--tgt", required=True, help="target side, as many lines as --src")
-    p.add_argument("--out-src", required=True)
-    p.add_argument("--out-tgt", required=True)
+    add_parallel_files(p, "source side", "target side, as many lines as --src")
     p.add_argument("-k", type=int, required=True, help="pairs per concatenation (>= 2)")
     p.add_argument("--order", choices=["consecutive", "random"], default="consecutive",
                    help="which pairs are joined: consecutive lines, or a random permutation (default: %(default)s)")
