@@ -55,8 +55,11 @@ def resume(save_dir):
         return updates, None
     numbered = glob.glob(os.path.join(save_dir, "checkpoint_*_*.pt"))
     numbered.sort(key=lambda path: int(re.search(r"_([0-9]+)\.pt$", path).group(1)), reverse=True)
-    restored = next((path for path in numbered if updates_of(path) is not None), None)
-    if restored is None:
+    for restored in numbered:
+        updates = updates_of(restored)
+        if updates is not None:
+            break
+    else:
         raise InputError(PROG, f"{last} is damaged and {save_dir} holds no complete checkpoint_<epoch>_<update>.pt "
                                f"to resume from; move {last} away to train from scratch")
     os.replace(last, last + ".damaged")
@@ -64,7 +67,7 @@ def resume(save_dir):
     os.replace(last + ".tmp", last)
     print(f"[{PROG}] {last} was damaged (kept as {os.path.basename(last)}.damaged): restored from {restored}",
           file=sys.stderr)
-    return updates_of(last), restored
+    return updates, restored  # the copy holds what was loaded from ``restored``
 
 
 def final_name(checkpoint, max_update):
