@@ -131,21 +131,19 @@ def training_length(coder) -> int:
 
 def scaling_factors(encoder, src_tokens):
     """--rope-scaling auto, outside training: each sentence's YaRN factor, its source length (tokens,
-    EOS included) over the encoder's training length L, at least 1 (B, float64); None otherwise."""
+    EOS included) over the encoder's training length L, at least 1 (B, float64), and L. None where
+    no sentence is longer than L (all factors 1 change nothing: the plain path) or otherwise."""
     if encoder.training or rope_options(encoder.cfg).scaling != "auto":
         return None
-    lengths = src_tokens.ne(encoder.padding_idx).sum(1).to(torch.float64)
-    return (lengths / training_length(encoder)).clamp(min=1)
+    length = training_length(encoder)
+    factors = (src_tokens.ne(encoder.padding_idx).sum(1).to(torch.float64) / length).clamp(min=1)
+    return (factors, length) if bool((factors > 1).any()) else None
 
 
 @contextlib.contextmanager
-def rotation_inputs(coder, positions=None, factors=None):
+def rotation_inputs(coder, positions=None, scaling=None):
     """Gives every rotary self-attention of ``coder`` its random ``positions`` (B x T) or the sentences'
-    scaling ``factors`` (B) for one forward. Factors that are all 1 change nothing and are not given,
-    so that sentences no longer than in training take the plain path."""
-    scaling = None
-    if factors is not None and bool((factors > 1).any()):
-        scaling = (factors, training_length(coder))
+    ``scaling`` (factors B, training length L) for one forward."""
     if positions is None and scaling is None:
         yield
         return
@@ -173,7 +171,8 @@ def upgrade_length_buffer(coder, state_dict, name):
 
 class RoPETransformerEncoder(TransformerEncoderBase):
     """fairseq's encoder; records its longest training source, and under --rope-scaling auto puts each
-    sentence's factor in its output (``encoder_out["rope_scaling_factors"]``) for the decoder."""
+    sentence's factor in its output (``encoder_out["rope_scaling_factors"]``) for the decoder when one
+    of them is longer than the training length."""
 
     def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
@@ -182,11 +181,11 @@ class RoPETransformerEncoder(TransformerEncoderBase):
     def forward(self, src_tokens, *args, **kwargs):
         if self.training:
             record_length(self, src_tokens)
-        factors = scaling_factors(self, src_tokens)
-        with rotation_inputs(self, draw_random_positions(self, src_tokens), factors):
+        scaling = scaling_factors(self, src_tokens)
+        with rotation_inputs(self, draw_random_positions(self, src_tokens), scaling):
             encoder_out = super().forward(src_tokens, *args, **kwargs)
-        if factors is not None:
-            encoder_out["rope_scaling_factors"] = [factors]
+        if scaling is not None:  # absent: every sentence is within the training length
+            encoder_out["rope_scaling_factors"] = [scaling[0]]
         return encoder_out
 
     def reorder_encoder_out(self, encoder_out, new_order):
@@ -220,7 +219,8 @@ class RoPETransformerDecoder(TransformerDecoderBase):
         if self.training:
             record_length(self, prev_output_tokens)
         factors = (encoder_out or {}).get("rope_scaling_factors")
-        with rotation_inputs(self, draw_random_positions(self, prev_output_tokens), factors[0] if factors else None):
+        scaling = (factors[0], training_length(self)) if factors else None
+        with rotation_inputs(self, draw_random_positions(self, prev_output_tokens), scaling):
             return super().forward(prev_output_tokens, encoder_out, *args, **kwargs)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
