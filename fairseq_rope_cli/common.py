@@ -45,6 +45,15 @@ def atomic_output(path: str, mode: str = "w", suffix: str = ".tmp"):
         raise
 
 
+def write_json(path: str, value):
+    """Writes ``value`` as indented UTF-8 JSON with a final newline, atomically."""
+    import json
+
+    with atomic_output(path) as f:
+        json.dump(value, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
 def write_lines(path: str, lines):
     """Writes ``lines`` (without line ends), one per line, atomically."""
     with atomic_output(path) as f:

@@ -26,7 +26,7 @@ import json
 import os
 import sys
 
-from .common import InputError, argument_parser, atomic_output, parse_named, read_lines, save_figure
+from .common import InputError, argument_parser, atomic_output, parse_named, read_lines, save_figure, write_json
 
 PROG = "fairseq-rope-compare"
 
@@ -415,7 +415,7 @@ def main(argv=None):
     if args.out_md:
         write_text(args.out_md, md)
     if args.out_json:
-        write_text(args.out_json, json.dumps(res, indent=2, ensure_ascii=False) + "\n")
+        write_json(args.out_json, res)
     if args.out_png:
         render_png(res, args.out_png, args.title, args.train_max_words)
     for path in (args.out_md, args.out_png, args.out_json):

@@ -15,13 +15,12 @@ Decoding means what fairseq-generate's options mean (beam, lenpen, max length a 
 source length with its EOS, at least one token); see fairseq_rope/ct2.py for how it is matched.
 """
 
-import json
 import math
 import os
 import sys
 import time
 
-from .common import InputError, argument_parser, atomic_output, read_lines
+from .common import InputError, argument_parser, read_lines, write_json
 
 PROG = "fairseq-rope-ct2-generate"
 
@@ -112,9 +111,7 @@ def main(argv=None):
         info = {"ctranslate2_version": meta["ctranslate2_version"], "ct2_compute_type": mt.compute_type,
                 "ct2_device": args.device, "beam": args.beam, "lenpen": args.lenpen, "sentences": len(sources),
                 "seconds": round(seconds, 3)}
-        with atomic_output(args.info_json) as f:
-            json.dump(info, f, indent=2)
-            f.write("\n")
+        write_json(args.info_json, info)
     out.write(f"Translated {len(sources)} sentences ({n_tokens} tokens) in {seconds:.1f}s "
               f"({len(sources) / max(seconds, 1e-9):.2f} sentences/s, {n_tokens / max(seconds, 1e-9):.2f} tokens/s) "
               f"with CTranslate2 {meta['ctranslate2_version']}, compute type {mt.compute_type}, device {args.device}, "

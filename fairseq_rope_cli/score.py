@@ -27,7 +27,7 @@ import re
 import sys
 import time
 
-from .common import InputError, argument_parser, atomic_output, read_lines, write_lines
+from .common import InputError, argument_parser, read_lines, write_json, write_lines
 from .prep import detokenize_line, tokenize_line
 
 PROG = "fairseq-rope-score"
@@ -155,9 +155,7 @@ def main(argv=None):
     }
     result.update(extra)
     json_path = args.json or os.path.join(args.out_dir, "result.json")
-    with atomic_output(json_path) as f:
-        json.dump(result, f, indent=2, ensure_ascii=False)
-        f.write("\n")
+    write_json(json_path, result)
 
     name = args.run_name or args.arch or "model"
     print(f"[{PROG}] {name}: {len(refs)} sentences; test set: {args.test_set or args.ref}; raw reference {args.ref}", file=sys.stderr)
