@@ -142,7 +142,7 @@ class SelfAttention(MultiheadAttention):
     def explicit_attention(self, q, k, v, padding, attn_mask, logits, past, before_softmax, need_weights,
                            need_head_weights):
         """softmax(q k^T / sqrt(d) + logits) v (+ position values) written out (batched GEMMs over B*H,
-        as fairseq), softmax in float32. Returns (output, weights: B x T x S averaged over heads, or
+        as fairseq), softmax in float32 (or float64). Returns (output, weights: B x T x S averaged over heads, or
         H x B x T x S with ``need_head_weights``, or None), or fairseq's ``before_softmax`` pair (scores, v)."""
         B, H, T, D = q.shape
         S = k.size(2)
@@ -156,7 +156,7 @@ class SelfAttention(MultiheadAttention):
             scores = scores.masked_fill(padding[:, None, None, :], float("-inf"))
         if before_softmax:  # fairseq's shapes: (B*H) x T x S and (B*H) x S x D
             return scores.reshape(B * H, T, S), v.reshape(B * H, S, D)
-        weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
+        weights = F.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(scores.dtype)
         dropped = self.dropout_module(weights)
         attn = dropped @ v
         values = self.position_values(dropped, past)

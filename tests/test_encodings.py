@@ -1,0 +1,335 @@
+"""The other position encodings (Shaw's RPE, T5's bias, ALiBi): each against its paper's formula written
+out in float64, shift invariance, decoding paths, padding, precision, options, sizes."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fairseq.modules import MultiheadAttention
+from fairseq.sequence_generator import SequenceGenerator
+
+import fairseq_rope.self_attention as self_attention
+from conftest import random_tokens
+from fairseq_rope.alibi import ALiBiTransformerModel, alibi_slopes
+from fairseq_rope.encodings import bias_for_layers
+from fairseq_rope.shaw import RelativePositionAttention, ShawRPETransformerModel
+from fairseq_rope.t5_bias import T5BiasTransformerModel, relative_position_bucket
+from test_model import decode_step_by_step_equals_full_pass, encode
+
+MODELS = {"rpe_transformer": ShawRPETransformerModel, "t5bias_transformer": T5BiasTransformerModel,
+          "alibi_transformer": ALiBiTransformerModel}
+# every family, and Shaw's keys-only ablation (which takes the SDPA path)
+VARIANTS = [("rpe_transformer", []), ("rpe_transformer", ["--rpe-keys-only"]), ("t5bias_transformer", []),
+            ("alibi_transformer", [])]
+VARIANT_IDS = ["rpe", "rpe-keys-only", "t5bias", "alibi"]
+# clipping and log-spaced buckets within a dozen tokens
+SMALL_RANGES = {"rpe_transformer": ["--rpe-max-relative-position", "3"],
+                "t5bias_transformer": ["--t5bias-num-buckets", "8", "--t5bias-max-distance", "9"], "alibi_transformer": []}
+
+
+# ---- the papers' definitions, written out independently (loops over positions, float64) ----
+
+def shaw_tables(attn, T, S, causal):
+    """a^K_ij, a^V_ij (T x S x D): Shaw section 3.2, row of clip(j - i, -k, k); the decoder's table
+    stops at 0 (j > i is masked)."""
+    k = attn.max_relative_position
+    rows = [[k + max(-k, min(0 if causal else k, j - i)) for j in range(S)] for i in range(T)]
+    keys = torch.stack([torch.stack([attn.relative_keys.weight[r] for r in row]) for row in rows])
+    values = None if attn.relative_values is None else \
+        torch.stack([torch.stack([attn.relative_values.weight[r] for r in row]) for row in rows])
+    return keys, values
+
+
+def t5_bucket_definition(relative, bidirectional, num_buckets=32, max_distance=128):
+    """T5 (Raffel et al. 2.1): buckets of one distance each for short distances, then ranges growing
+    logarithmically up to max_distance, all longer distances in the last; bidirectional: half the
+    buckets for keys after the query. The log-spaced bucket m is the largest with
+    exact * (max_distance / exact) ** (m / K) <= distance, compared exactly in integers."""
+    offset = 0
+    if bidirectional:
+        num_buckets //= 2
+        offset = num_buckets if relative > 0 else 0
+        distance = abs(relative)
+    else:
+        distance = max(-relative, 0)
+    exact = num_buckets // 2
+    if distance < exact:
+        return offset + distance
+    K = num_buckets - exact
+    return offset + exact + max(m for m in range(K) if max_distance ** m * exact ** K <= distance ** K * exact ** m)
+
+
+def alibi_penalty(slopes, T, S, causal, past=0):
+    """-m_h |i - j| (encoder) or -m_h (i - j) (decoder, j <= i), H x T x S."""
+    return torch.tensor([[[-m * (abs(i - j) if not causal else max(i - j, 0)) for j in range(S)]
+                          for i in range(past, past + T)] for m in slopes], dtype=torch.float64)
+
+
+def reference_attention(attn, coder, x, causal, padding):
+    """softmax(q k^T / sqrt(d) + position term) (v + a^V) through out_proj, from the layer's weights."""
+    T, B, C = x.shape
+    H = attn.num_heads
+    D = C // H
+    q, k, v = (p(x).view(T, B, H, D) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+    e = torch.einsum("ibhd,jbhd->bhij", q, k) / math.sqrt(D)
+    a_v = None
+    if isinstance(attn, RelativePositionAttention):
+        a_k, a_v = shaw_tables(attn, T, T, causal)
+        e = e + torch.einsum("ibhd,ijd->bhij", q, a_k) / math.sqrt(D)
+    elif hasattr(coder.position_bias, "relative_attention_bias"):
+        table = coder.position_bias.relative_attention_bias.weight  # buckets x H
+        buckets = torch.tensor([[t5_bucket_definition(j - i, not causal, coder.position_bias.options.num_buckets,
+                                                      coder.position_bias.options.max_distance)
+                                 for j in range(T)] for i in range(T)])
+        e = e + table[buckets].permute(2, 0, 1)
+    else:
+        e = e + alibi_penalty(alibi_slopes(H), T, T, causal)
+    if causal:
+        e = e.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    if padding is not None:
+        e = e.masked_fill(padding[:, None, None, :], float("-inf"))
+    alpha = e.softmax(-1)
+    z = torch.einsum("bhij,jbhd->ibhd", alpha, v)
+    if a_v is not None:
+        z = z + torch.einsum("bhij,ijd->ibhd", alpha, a_v)
+    return attn.out_proj(z.reshape(T, B, C))
+
+
+@pytest.mark.parametrize("arch, flags", VARIANTS, ids=VARIANT_IDS)
+def test_attention_equals_its_papers_formula_in_float64(dict_dir, build, arch, flags):
+    """Encoder (left padding) and decoder (future mask, right padding) self-attention, by SDPA and by
+    the written-out softmax, equal the formula to float64 rounding."""
+    model, _ = build(dict_dir, arch, *flags, *SMALL_RANGES[arch])
+    model.double()
+    T, B = 11, 3
+    x = torch.randn(T, B, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    left = torch.zeros(B, T, dtype=torch.bool)
+    left[1, :4] = True
+    right = torch.zeros(B, T, dtype=torch.bool)
+    right[2, -3:] = True
+    future = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), 1)
+    for coder, causal, padding, mask in [(model.encoder, False, left, None), (model.decoder, True, right, future)]:
+        attn = coder.layers[1].self_attn
+        want = reference_attention(attn, coder, x, causal, padding)
+        for need_weights in (False, True):
+            with torch.no_grad(), bias_for_layers(coder, 0, T, T):
+                got, _ = attn(x, x, x, key_padding_mask=padding, attn_mask=mask, need_weights=need_weights)
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, msg=lambda m: f"causal={causal} weights={need_weights}: {m}")
+
+
+def test_shaw_tables_clip_at_k_and_the_decoders_look_back(dict_dir, build):
+    model, _ = build(dict_dir, "rpe_transformer", "--rpe-max-relative-position", "3")
+    enc, dec = model.encoder.layers[0].self_attn, model.decoder.layers[0].self_attn
+    assert enc.relative_keys.weight.shape == (7, 8) and enc.relative_values.weight.shape == (7, 8)
+    assert dec.relative_keys.weight.shape == (4, 8)  # distances -3 .. 0
+    assert torch.equal(enc.distance_rows(0, 3, 9, "cpu"), torch.tensor(
+        [[3, 4, 5, 6, 6, 6, 6, 6, 6], [2, 3, 4, 5, 6, 6, 6, 6, 6], [1, 2, 3, 4, 5, 6, 6, 6, 6]]))
+    assert torch.equal(dec.distance_rows(7, 1, 8, "cpu"), torch.tensor([[0, 0, 0, 0, 0, 1, 2, 3]]))
+    # each layer its own tables, shared by the heads (one d-vector per distance)
+    assert not torch.equal(model.encoder.layers[0].self_attn.relative_keys.weight,
+                           model.encoder.layers[1].self_attn.relative_keys.weight)
+
+
+def test_t5_buckets_follow_the_definition():
+    relative = torch.arange(-400, 401)
+    for bidirectional in (True, False):
+        for num_buckets, max_distance in [(32, 128), (16, 40), (8, 300)]:
+            got = relative_position_bucket(relative, bidirectional, num_buckets, max_distance)
+            want = [t5_bucket_definition(r, bidirectional, num_buckets, max_distance) for r in relative.tolist()]
+            assert got.tolist() == want, (bidirectional, num_buckets, max_distance)
+    encoder = relative_position_bucket(relative, True, 32, 128).tolist()
+    decoder = relative_position_bucket(relative, False, 32, 128).tolist()
+    at = {r: i for i, r in enumerate(relative.tolist())}
+    # encoder: exact 0..7 looking back, 16..23 looking ahead; decoder: all 32 for the past, the future 0
+    assert [encoder[at[r]] for r in (0, -1, -7, 1, 7)] == [0, 1, 7, 17, 23]
+    assert [decoder[at[r]] for r in (0, -1, -15, 1, 5)] == [0, 1, 15, 0, 0]
+    # (as in T5, bucket 16, "distance 0 looking ahead", is never used)
+    assert set(encoder) == set(range(32)) - {16} and set(decoder) == set(range(32))
+    assert encoder[at[-128]] == encoder[at[-400]] == 15 and encoder[at[400]] == 31 and decoder[at[-400]] == 31
+
+
+def test_alibi_slopes_are_press_et_al():
+    assert alibi_slopes(8) == [2.0 ** -e for e in range(1, 9)]
+    assert alibi_slopes(4) == [2.0 ** -e for e in (2, 4, 6, 8)]
+    assert alibi_slopes(16) == pytest.approx([2.0 ** (-e / 2) for e in range(1, 17)], rel=1e-15)
+    # not a power of two: the 4 of 4 heads, then every other of the 8-head sequence
+    assert alibi_slopes(6) == [2.0 ** -e for e in (2, 4, 6, 8, 1, 3)]
+
+
+@pytest.mark.parametrize("arch, flags", VARIANTS, ids=VARIANT_IDS)
+def test_scores_depend_on_relative_positions_only(dict_dir, build, arch, flags):
+    """The scores among the tokens of x are the same whether x stands alone or after 5 other tokens
+    (encoder: in one sequence; decoder: after 5 cached ones), to float64 rounding."""
+    model, _ = build(dict_dir, arch, *flags, *SMALL_RANGES[arch])
+    model.double()
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(7, 2, 32, dtype=torch.float64, generator=g), torch.randn(5, 2, 32, dtype=torch.float64, generator=g)
+    xy = torch.cat([y, x])
+    with torch.no_grad():
+        attn = model.encoder.layers[0].self_attn
+        with bias_for_layers(model.encoder, 0, 7, 7):
+            alone, _ = attn(x, x, x, before_softmax=True)
+        with bias_for_layers(model.encoder, 0, 12, 12):
+            after, _ = attn(xy, xy, xy, before_softmax=True)
+        torch.testing.assert_close(after[:, 5:, 5:], alone, rtol=1e-12, atol=1e-12)
+        attn, state = model.decoder.layers[0].self_attn, {}
+        with bias_for_layers(model.decoder, 0, 5, 5):
+            attn(y, y, y, incremental_state=state)
+        with bias_for_layers(model.decoder, 5, 7, 12):
+            after, _ = attn(x, x, x, incremental_state=state, before_softmax=True)
+        future = torch.triu(torch.full((7, 7), float("-inf"), dtype=torch.float64), 1)
+        with bias_for_layers(model.decoder, 0, 7, 7):
+            alone, _ = attn(x, x, x, attn_mask=future, before_softmax=True)
+    lower = torch.ones(7, 7, dtype=torch.bool).tril()
+    torch.testing.assert_close(after[:, :, 5:][:, lower], alone[:, lower], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("arch, flags", VARIANTS, ids=VARIANT_IDS)
+def test_incremental_decoding_equals_full_pass(dict_dir, build, arch, flags):
+    """Step by step with fairseq's cache equals teacher forcing at every step, with beam reorders that
+    drop and duplicate hypotheses, and for right-padded decoder input reordered."""
+    model, task = build(dict_dir, arch, *flags)
+    src, lengths = random_tokens(task, [9, 5, 7], seed=6)
+    prev, _ = random_tokens(task, [12, 12, 12], seed=5, left_pad=False)
+    padded, _ = random_tokens(task, [10, 4, 7], seed=7, left_pad=False)
+    with torch.no_grad():
+        enc = model.encoder(src, src_lengths=lengths)
+        decode_step_by_step_equals_full_pass(model, enc, prev)
+        decode_step_by_step_equals_full_pass(model, enc, padded)
+        # the 3 beams of one sentence, reordered as beam search does
+        beams = model.encoder(src[:1].repeat(3, 1), src_lengths=lengths[:1].repeat(3))
+        reorders = [(4, torch.tensor([2, 0, 0])), (7, torch.tensor([1, 2, 0]))]
+        decode_step_by_step_equals_full_pass(model, beams, prev, reorders=reorders)
+        decode_step_by_step_equals_full_pass(model, beams, padded, reorders=reorders)
+
+
+@pytest.mark.parametrize("arch, flags", VARIANTS, ids=VARIANT_IDS)
+def test_sentence_alone_equals_inside_left_padded_batch(dict_dir, build, arch, flags):
+    model, task = build(dict_dir, arch, *flags)
+    batch, lengths = random_tokens(task, [15, 6, 11], seed=6)  # sentence 1 gets 9 pads on the left
+    alone = batch[1:2, -6:]
+    with torch.no_grad():
+        torch.testing.assert_close(encode(model, batch, lengths)[-6:, 1], encode(model, alone, lengths[1:2])[:, 0],
+                                   rtol=1e-5, atol=1e-5)
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=4, len_penalty=0.6, max_len_b=20)
+    with torch.no_grad():
+        hyp_batch = generator.forward({"net_input": {"src_tokens": batch, "src_lengths": lengths}})[1]
+        hyp_alone = generator.forward({"net_input": {"src_tokens": alone, "src_lengths": lengths[1:2]}})[0]
+    assert [h["tokens"].tolist() for h in hyp_batch] == [h["tokens"].tolist() for h in hyp_alone]
+    for got, want in zip(hyp_batch, hyp_alone):
+        torch.testing.assert_close(got["score"], want["score"], rtol=1e-5, atol=1e-5)
+
+
+def test_alibi_encoder_is_symmetric_and_positions_tell_direction(dict_dir, build):
+    """The symmetric encoder penalty sees distance, not direction: a reversed source gives the reversed
+    encoding. fairseq's positions added with --add-token-positional-embeddings break that symmetry."""
+    model, task = build(dict_dir, "alibi_transformer")
+    tokens, lengths = random_tokens(task, [10], seed=3)
+    reverse = torch.arange(9, -1, -1)
+    with torch.no_grad():
+        out, out_reversed = encode(model, tokens, lengths), encode(model, tokens[:, reverse], lengths)
+        torch.testing.assert_close(out_reversed, out[reverse], rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(out[1:], out[:-1], atol=1e-2)  # but it does see positions
+        model, _ = build(dict_dir, "alibi_transformer", "--add-token-positional-embeddings")
+        out, out_reversed = encode(model, tokens, lengths), encode(model, tokens[:, reverse], lengths)
+    assert not torch.allclose(out_reversed, out[reverse], atol=1e-2)
+
+
+@pytest.mark.parametrize("arch, flags", VARIANTS, ids=VARIANT_IDS)
+def test_half_precision_runs_in_its_dtype(dict_dir, build, arch, flags, monkeypatch):
+    """After .to(bfloat16) every position term and everything handed to SDPA is bfloat16 (no float32
+    detour), the output is bfloat16 within its rounding of float32, and decoding step by step
+    equals the full pass."""
+    model, task = build(dict_dir, arch, *flags)
+    src, lengths = random_tokens(task, [40, 25], seed=8)
+    prev, _ = random_tokens(task, [12, 9], seed=9, left_pad=False)
+    dtypes = set()
+    sdpa = F.scaled_dot_product_attention
+
+    def spy_sdpa(q, k, v, attn_mask=None, **kwargs):
+        dtypes.update(t.dtype for t in (q, k, v, attn_mask) if t is not None and t.dtype != torch.bool)
+        return sdpa(q, k, v, attn_mask=attn_mask, **kwargs)
+
+    logits = self_attention.SelfAttention.explicit_attention
+
+    def spy_explicit(self, q, k, v, padding, attn_mask, position_logits, *args):
+        dtypes.update(t.dtype for t in (q, k, v, position_logits) if t is not None)
+        return logits(self, q, k, v, padding, attn_mask, position_logits, *args)
+
+    monkeypatch.setattr(self_attention.F, "scaled_dot_product_attention", spy_sdpa)
+    monkeypatch.setattr(self_attention.SelfAttention, "explicit_attention", spy_explicit)
+    with torch.no_grad():
+        reference = model(src, lengths, prev)[0]
+        dtypes.clear()
+        model.to(torch.bfloat16)
+        out = model(src, lengths, prev)[0]
+        assert dtypes == {torch.bfloat16}
+        decode_step_by_step_equals_full_pass(model, model.encoder(src, src_lengths=lengths), prev,
+                                             rtol=0, atol=2 ** -5 * reference.abs().max().item())
+    assert out.dtype == torch.bfloat16
+    assert (out.float() - reference).abs().max() / reference.abs().max() < 2 ** -6
+
+
+@pytest.mark.parametrize("arch", MODELS)
+def test_architectures_match_fairseq_sizes(dict_dir, build, arch):
+    """Each size is fairseq's (every argument but the encoding's own and the positions), with fairseq's
+    parameters less the additive positions, plus the encoding's; cross-attention stays fairseq's."""
+    for suffix in ("", "_wmt_en_de", "_wmt_en_de_big", "_iwslt_de_en"):
+        ours, _ = build(dict_dir, arch + suffix, tiny=False)
+        base, _ = build(dict_dir, "transformer" + suffix, tiny=False)
+        assert type(ours) is MODELS[arch]
+        # (position_encoding: the options object the model keeps on its config, as rope_options)
+        own = {"arch", "no_token_positional_embeddings", "add_token_positional_embeddings", "position_encoding"}
+        prefix = arch.split("_")[0] + "_"
+        differing = {key for key in {*vars(ours.args), *vars(base.args)} - own if not key.startswith(prefix)
+                     and getattr(ours.args, key, "absent") != getattr(base.args, key, "absent")}
+        assert not differing, (arch + suffix, differing)
+        layers, heads, dim = base.args.encoder_layers, base.args.encoder_attention_heads, base.args.encoder_embed_dim
+        extra = {}
+        if arch == "rpe_transformer":
+            for side, rows in (("encoder", 33), ("decoder", 17)):
+                for i in range(layers):
+                    for table in ("keys", "values"):
+                        extra[f"{side}.layers.{i}.self_attn.relative_{table}.weight"] = (rows, dim // heads)
+        elif arch == "t5bias_transformer":
+            extra = {f"{side}.position_bias.relative_attention_bias.weight": (32, heads) for side in ("encoder", "decoder")}
+        want = {k: tuple(v.shape) for k, v in base.state_dict().items() if "embed_positions" not in k}
+        assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == {**want, **extra}
+        assert ours.encoder.embed_positions is None and ours.decoder.embed_positions is None
+        for layer in ours.decoder.layers:
+            assert type(layer.encoder_attn) is MultiheadAttention
+        del ours, base
+
+
+@pytest.mark.parametrize(
+    "arch, flags, message",
+    [
+        ("rpe_transformer", ["--rpe-max-relative-position", "0"],
+         "--rpe-max-relative-position must be >= 1 (the clipping distance k); got 0"),
+        ("t5bias_transformer", ["--t5bias-num-buckets", "31"],
+         "--t5bias-num-buckets must be an even number >= 4 (half of them per direction in the encoder); got 31"),
+        ("t5bias_transformer", ["--t5bias-max-distance", "16"], "--t5bias-max-distance must exceed half of "
+         "--t5bias-num-buckets (16): the distances below that have buckets of their own; got 16"),
+        ("alibi_transformer", ["--checkpoint-activations"], "--checkpoint-activations is not supported by "
+         "alibi_transformer"),
+        ("rpe_transformer", ["--cross-self-attention"], "--cross-self-attention is not supported by rpe_transformer"),
+        ("t5bias_transformer", ["--add-token-positional-embeddings", "--no-token-positional-embeddings"],
+         "--add-token-positional-embeddings contradicts --no-token-positional-embeddings"),
+    ],
+)
+def test_bad_options_fail_at_build_naming_the_flag(dict_dir, build, arch, flags, message):
+    with pytest.raises(ValueError) as error:
+        build(dict_dir, arch, *flags)
+    assert message in str(error.value)
+
+
+def test_options_reach_every_layer(dict_dir, build):
+    model, _ = build(dict_dir, "rpe_transformer", "--rpe-max-relative-position", "5", "--rpe-keys-only")
+    layers = [layer.self_attn for layer in (*model.encoder.layers, *model.decoder.layers)]
+    assert [(a.max_relative_position, a.relative_values, a.needs_weights, a.causal) for a in layers] == \
+        [(5, None, False, False)] * 2 + [(5, None, False, True)] * 2
+    model, _ = build(dict_dir, "t5bias_transformer", "--t5bias-num-buckets", "16", "--t5bias-max-distance", "64")
+    assert [(c.position_bias.relative_attention_bias.num_embeddings, c.position_bias.options.max_distance,
+             c.position_bias.bidirectional) for c in (model.encoder, model.decoder)] == [(16, 64, True), (16, 64, False)]
+    assert model.args.t5bias_num_buckets == 16 and model.args.t5bias_max_distance == 64
