@@ -1,5 +1,11 @@
 #!/usr/bin/env python3
-"""rope_transformer vs fairseq's transformer, side by side, in one process, on the same batches.
+"""rope_transformer (or another position encoding) vs fairseq's transformer, side by side, in one process,
+on the same batches.
+
+--encoding picks the model measured against fairseq's transformer: rope (rope_transformer, the
+default), rpe (Shaw's relative positions), t5bias (T5's relative bias) or alibi, each in the same size.
+Results are filed under "baseline" and the encoding's name; the targets below are rope's (the
+other encodings have none), and the rotation microbenchmark runs for rope only.
 
 Both models are built through fairseq's own parser and translation task (a temporary data
 directory holding only dict.src.txt / dict.tgt.txt, one joint vocabulary, shared embeddings)
@@ -77,14 +83,14 @@ from fairseq.sequence_generator import SequenceGenerator
 
 USER_DIR = os.path.dirname(fairseq_rope.__file__)
 
-MODELS = ("baseline", "rope")  # fairseq's transformer, rope_transformer
-SIZES = {  # --size: (fairseq arch, rope arch, flags)
-    "tiny": ("transformer", "rope_transformer",
+ENCODINGS = ("rope", "rpe", "t5bias", "alibi")  # --encoding: the model <encoding>_<fairseq arch>
+SIZES = {  # --size: (fairseq arch, flags)
+    "tiny": ("transformer",
              ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "64",
               "--decoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128", "--decoder-ffn-embed-dim", "128",
               "--encoder-attention-heads", "4", "--decoder-attention-heads", "4"]),
-    "base": ("transformer", "rope_transformer", []),
-    "big": ("transformer_wmt_en_de_big", "rope_transformer_wmt_en_de_big", []),
+    "base": ("transformer", []),
+    "big": ("transformer_wmt_en_de_big", []),
 }
 TARGETS = {  # ratio rope/baseline: (comparison, CPU target, CUDA target)
     "train_tokens_per_s": (">=", 0.97, 1.0),
@@ -99,12 +105,14 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", choices=SIZES, default="base", help="model size, fairseq's archs (default: base)")
+    p.add_argument("--encoding", choices=ENCODINGS, default="rope",
+                   help="the position encoding measured against fairseq's transformer (default: rope)")
     p.add_argument("--layers", type=int, help="encoder and decoder layers")
     p.add_argument("--embed-dim", type=int, help="model dimension")
     p.add_argument("--ffn-dim", type=int, help="feed-forward dimension")
     p.add_argument("--heads", type=int, help="attention heads")
     p.add_argument("--model-args", default="", help="more fairseq flags for both models, one string")
-    p.add_argument("--rope-args", default="", help="more flags for rope_transformer only, e.g. '--rope-layout half'")
+    p.add_argument("--rope-args", default="", help="more flags for the --encoding model only, e.g. '--rope-layout half'")
     p.add_argument("--vocab", type=int, default=32000, help="joint vocabulary size, specials included (default: 32000)")
     p.add_argument("--device", default="cpu", help="cpu or cuda; cuda without a GPU falls back to the CPU")
     p.add_argument("--dtype", choices=DTYPES, help="autocast dtype (default: fp32 on CPU, bf16 on CUDA); "
@@ -141,6 +149,11 @@ def parse_args(argv=None):
 
 # -- models and data ------------------------------------------------------------------
 
+def models(args):
+    """The two models of a run: fairseq's transformer and the --encoding's."""
+    return ("baseline", args.encoding)
+
+
 def write_dicts(path, vocab):
     """dict.src.txt = dict.tgt.txt: `vocab` entries once fairseq adds its 4 specials."""
     for lang in ("src", "tgt"):
@@ -149,14 +162,14 @@ def write_dicts(path, vocab):
 
 
 def fairseq_flags(args, which):
-    baseline_arch, rope_arch, size_flags = SIZES[args.size]
-    flags = ["--arch", rope_arch if which == "rope" else baseline_arch, *size_flags]
+    baseline_arch, size_flags = SIZES[args.size]
+    flags = ["--arch", baseline_arch if which == "baseline" else f"{which}_{baseline_arch}", *size_flags]
     for option, value in (("layers", args.layers), ("embed-dim", args.embed_dim),
                           ("ffn-embed-dim", args.ffn_dim), ("attention-heads", args.heads)):
         if value is not None:
             flags += [f"--encoder-{option}", str(value), f"--decoder-{option}", str(value)]
     flags += ["--share-all-embeddings", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
-    return flags + shlex.split(args.model_args) + (shlex.split(args.rope_args) if which == "rope" else [])
+    return flags + shlex.split(args.model_args) + (shlex.split(args.rope_args) if which != "baseline" else [])
 
 
 class Bench:
@@ -294,7 +307,8 @@ def summarise(times, n_batches, amount):
         out[name] = {"per_s": amount / statistics.median(rounds), "rounds_s": rounds,
                      "cpu_per_s": amount / statistics.median(
                          sum(t["cpu"][k:k + n_batches]) for k in range(0, len(t["cpu"]), n_batches))}
-    ratios = {clock: [b / r for b, r in zip(times["baseline"][clock], times["rope"][clock])] for clock in ("wall", "cpu")}
+    baseline, candidate = times
+    ratios = {clock: [b / r for b, r in zip(times[baseline][clock], times[candidate][clock])] for clock in ("wall", "cpu")}
     paired = {clock: statistics.median(r) for clock, r in ratios.items()}
     return out, paired, {clock: median_interval(r) for clock, r in ratios.items()}
 
@@ -378,7 +392,7 @@ def measure_memory(argv, args):
         if flag in argv:
             i = argv.index(flag)
             argv = argv[:i] + argv[i + 2:]
-    probes = [(phase, which) for phase in ("train", "gen") if phase not in args.skip for which in MODELS]
+    probes = [(phase, which) for phase in ("train", "gen") if phase not in args.skip for which in models(args)]
     command = lambda phase, which: [sys.executable, os.path.abspath(__file__), *argv, "--probe", f"{phase}:{which}"]
     results = {}
     batches = [probes] if not args.device.startswith("cuda") else [[p] for p in probes]
@@ -473,12 +487,13 @@ def verdict(report, key):
 
 def markdown(report):
     res, ratios, paired, intervals = report["results"], report["ratios"], report["paired_ratios"], report["paired_intervals"]
-    out = ["| metric | transformer | rope_transformer | rope / transformer (medians) | paired (95% interval) "
+    name = report["config"]["encoding"]
+    out = [f"| metric | transformer | {name}_transformer | {name} / transformer (medians) | paired (95% interval) "
            "| target (on paired for speed) |",
            "|---|---:|---:|---:|---:|---|"]
     for label, key, fmt, scale in ROWS:
         if key in res["baseline"]:
-            cells = [fmt.format(res[m][key] * scale) for m in MODELS]
+            cells = [fmt.format(res[m][key] * scale) for m in ("baseline", name)]
             pair = f"{paired[key]:.3f} ({intervals[key][0]:.3f}-{intervals[key][1]:.3f})" if key in paired else ""
             out.append(f"| {label} | {cells[0]} | {cells[1]} | {ratios[key]:.3f} | {pair} | {verdict(report, key)} |")
     rot = report.get("rotation")
@@ -498,7 +513,7 @@ def markdown(report):
     out += ["", f"Machine: {m['cpu']}, {m['cores']} cores, {m['torch_threads']} torch threads"
                 + (f", {m['gpu']}" if "gpu" in m else "") + f"; torch {m['torch']}, fairseq {m['fairseq']}, "
                 f"Python {m['python']}.",
-            f"Models: {c['size']}, {c['params']['baseline']:,} / {c['params']['rope']:,} parameters, joint vocabulary "
+            f"Models: {c['size']}, {c['params']['baseline']:,} / {c['params'][name]:,} parameters, joint vocabulary "
             f"{c['vocab']}, {device}, {c['dtype']}. Training: {len(c['train_batch_shapes'])} batches of <= "
             f"{c['max_tokens']} tokens ({c['train_target_tokens']:,} target tokens) per round; generation: "
             f"{c['gen_sentences']} sentences in batches of {c['gen_batch_size']}, beam {c['beam']}, lenpen {c['lenpen']}; "
@@ -517,11 +532,12 @@ def main(argv=None):
         write_dicts(data_dir, args.vocab)
         if args.probe:
             return probe(args, data_dir)
-        benches = {which: Bench(which, args, data_dir) for which in MODELS}
-        train, gen = make_batches(args, benches["rope"].task)
-        pad = benches["rope"].task.target_dictionary.pad()
+        name = args.encoding
+        benches = {which: Bench(which, args, data_dir) for which in models(args)}
+        train, gen = make_batches(args, benches[name].task)
+        pad = benches[name].task.target_dictionary.pad()
         n_target = sum(int(s["target"].ne(pad).sum()) for s in train)
-        res = {which: {} for which in MODELS}
+        res = {which: {} for which in models(args)}
         config = {k: sorted(v) if isinstance(v, set) else v for k, v in vars(args).items() if k != "probe"}
         config.update(params={w: sum(p.numel() for p in b.model.parameters()) for w, b in benches.items()},
                       train_target_tokens=n_target,
@@ -541,7 +557,7 @@ def main(argv=None):
                                   train_tflops=train_flops(bench, train) / seconds / 1e12)
                 if args.peak_tflops:
                     res[which]["train_mfu"] = res[which]["train_tflops"] / args.peak_tflops
-        if "rotation" not in args.skip:
+        if "rotation" not in args.skip and name == "rope":
             rot = report["rotation"] = rotation_microbench(benches["rope"], train, args)
             if "train_step_s" in res["rope"]:  # the largest source batch: an upper estimate
                 cfg = benches["rope"].model.cfg
@@ -555,7 +571,7 @@ def main(argv=None):
             print(f"generation: {n_sent} sentences", file=sys.stderr)
             speed, *pairs = summarise(interleaved(benches, Bench.generate, gen, args), len(gen), n_sent)
             record_paired(report, "gen_sentences_per_s", "gen_sentences_per_cpu_s", *pairs)
-            for which in MODELS:
+            for which in models(args):
                 res[which].update(gen_sentences_per_s=speed[which]["per_s"], gen_sentences_per_cpu_s=speed[which]["cpu_per_s"],
                                   gen_rounds_s=speed[which]["rounds_s"],
                                   gen_tokens_per_s=tokens[which] * speed[which]["per_s"] / n_sent)
@@ -566,11 +582,11 @@ def main(argv=None):
                 res[which].update({f"{phase}_peak_memory": mem["peak"], f"{phase}_memory_over_resting": mem["over_resting"]})
     report["total_s"] = time.perf_counter() - start
 
-    report["ratios"] = {key: res["rope"][key] / res["baseline"][key] for _, key, _, _ in ROWS
-                        if key in res["rope"] and res["baseline"][key]}
+    report["ratios"] = {key: res[name][key] / res["baseline"][key] for _, key, _, _ in ROWS
+                        if key in res[name] and res["baseline"][key]}
     cuda = args.device.startswith("cuda")
     report["targets"] = {}
-    for key, (op, cpu_target, cuda_target) in TARGETS.items():
+    for key, (op, cpu_target, cuda_target) in (TARGETS.items() if name == "rope" else ()):
         value = report["paired_ratios"].get(key, report["ratios"].get(key))
         if value is not None:
             target = cuda_target if cuda else cpu_target
@@ -580,13 +596,13 @@ def main(argv=None):
                 report["targets"][key]["interval"] = report["paired_intervals"][key]
     table = markdown(report)
     for path, text in ((args.out_json, json.dumps(report, indent=1)),
-                       (args.out_md, f"# rope_transformer vs transformer, {args.device}\n\n{table}")):
+                       (args.out_md, f"# {name}_transformer vs transformer, {args.device}\n\n{table}")):
         if path:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             with open(path, "w") as f:
                 f.write(text + "\n")
     print(table)
-    print("ratios rope/baseline (medians; paired, its 95% interval; target):")
+    print(f"ratios {name}/baseline (medians; paired, its 95% interval; target):")
     for key, value in report["ratios"].items():
         pair = (f"  paired {report['paired_ratios'][key]:.3f} ({report['paired_intervals'][key][0]:.3f}-"
                 f"{report['paired_intervals'][key][1]:.3f})" if key in report["paired_ratios"] else "")

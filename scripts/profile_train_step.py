@@ -9,6 +9,7 @@ the operations only rope runs (eq. 34's flip, mul, addcmul and their backward) a
 Run from the repository root, as a module (it uses scripts/benchmark.py's model building):
 
   python -m scripts.profile_train_step --max-tokens 2048 --train-batches 2 --repeats 2
+  python -m scripts.profile_train_step --encoding rpe ...   (another encoding against the transformer)
 """
 
 import argparse
@@ -17,7 +18,7 @@ import tempfile
 
 from torch.profiler import ProfilerActivity, profile
 
-from scripts.benchmark import MODELS, Bench, make_batches, parse_args, write_dicts
+from scripts.benchmark import Bench, make_batches, models, parse_args, write_dicts
 
 
 def main(argv=None):
@@ -29,8 +30,9 @@ def main(argv=None):
     bench = parse_args(bench_argv)  # scripts/benchmark.py's model and batch options (--size, --max-tokens, ...)
     with tempfile.TemporaryDirectory() as data_dir:
         write_dicts(data_dir, bench.vocab)
-        benches = {which: Bench(which, bench, data_dir) for which in MODELS}
-        batches, _ = make_batches(bench, benches["rope"].task)
+        name = bench.encoding
+        benches = {which: Bench(which, bench, data_dir) for which in models(bench)}
+        batches, _ = make_batches(bench, benches[name].task)
         for model in benches.values():  # warm-up: Adam state, allocator
             for sample in batches:
                 model.train_step(sample)
@@ -41,10 +43,10 @@ def main(argv=None):
                     for sample in batches:
                         model.train_step(sample)
             self_ms[which] = {e.key: e.self_cpu_time_total / 1e3 / args.repeats for e in prof.key_averages()}
-    rope, base = self_ms["rope"], self_ms["baseline"]
-    print(f"self CPU time per pass over {len(batches)} batches: rope {sum(rope.values()):,.0f} ms, "
+    rope, base = self_ms[name], self_ms["baseline"]
+    print(f"self CPU time per pass over {len(batches)} batches: {name} {sum(rope.values()):,.0f} ms, "
           f"transformer {sum(base.values()):,.0f} ms")
-    print("| operation | rope (ms) | transformer (ms) | difference (ms) |")
+    print(f"| operation | {name} (ms) | transformer (ms) | difference (ms) |")
     print("|---|---:|---:|---:|")
     ops = sorted(set(rope) | set(base), key=lambda op: base.get(op, 0) - rope.get(op, 0))
     for op in ops[:args.top] + ops[-5:]:

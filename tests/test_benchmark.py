@@ -56,6 +56,19 @@ def test_cuda_request_falls_back_to_cpu_with_its_dtype_and_mfu(tmp_path):
     assert report["results"]["rope"]["train_mfu"] > 0 and report["results"]["rope"]["gen_sentences_per_s"] > 0
 
 
+def test_other_encoding_is_measured_against_the_transformer_without_targets(tmp_path):
+    """--encoding alibi: alibi_transformer against fairseq's transformer, under its own name, with
+    memory probes of its own model; rope's targets and rotation do not apply."""
+    out = run("--encoding", "alibi", "--out-json", str(tmp_path / "b.json"), "--out-md", str(tmp_path / "b.md"))
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert set(report["results"]) == {"baseline", "alibi"} and report["targets"] == {}
+    assert report["results"]["alibi"]["train_peak_memory"] > 0 and "rotation" not in report
+    assert "train_tokens_per_s" in report["paired_ratios"]
+    assert report["config"]["params"]["alibi"] == report["config"]["params"]["baseline"]
+    assert "| metric | transformer | alibi_transformer | alibi / transformer (medians) |" in (tmp_path / "b.md").read_text()
+    assert "ratios alibi/baseline" in out
+
+
 def test_memory_probe_subprocess():
     """The per-(model, phase) subprocess that measures peak memory."""
     out = run("--probe", "train:rope")

@@ -84,7 +84,7 @@ def reference_attention(attn, coder, x, causal, padding):
                                  for j in range(T)] for i in range(T)])
         e = e + table[buckets].permute(2, 0, 1)
     else:
-        e = e + alibi_penalty(alibi_slopes(H), T, T, causal)
+        e = e + alibi_penalty([2.0 ** (-8 * h / H) for h in range(1, H + 1)], T, T, causal)  # H = 4
     if causal:
         e = e.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     if padding is not None:
