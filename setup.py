@@ -31,6 +31,7 @@ setup(
             "fairseq-rope-ct2 = fairseq_rope_cli.ct2:main",
             "fairseq-rope-ct2-generate = fairseq_rope_cli.ct2_generate:main",
             "fairseq-rope-checkpoint = fairseq_rope_cli.checkpoint:main",
+            "fairseq-rope-progress = fairseq_rope_cli.progress:main",
         ],
     },
     extras_require={

@@ -11,6 +11,7 @@ One module per command, each with ``main(argv=None)``, also runnable as ``python
     fairseq-rope-ct2             ct2.py            rope_transformer / transformer checkpoint -> CTranslate2 model
     fairseq-rope-ct2-generate    ct2_generate.py   beam search with CTranslate2, printed as fairseq-generate prints it
     fairseq-rope-checkpoint      checkpoint.py     a run's checkpoints for the recipe: resume point, final name, fit
+    fairseq-rope-progress        progress.py       a fairseq command's output to its log, progress lines to the terminal
 
 Shared helpers live in common.py. The package does not import fairseq_rope (and so fairseq) at
 import time, so that every ``--help`` answers at once; the commands that need it import it when

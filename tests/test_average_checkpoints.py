@@ -114,6 +114,25 @@ def test_selection_by_epoch(tmp_path):
     assert "not allowed with" in proc.stderr
 
 
+def test_last_checkpoints_are_chosen_by_number_across_digit_boundaries(tmp_path):
+    """Update 1000 comes after 950 and epoch 10 after 9, although their names sort before them."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    for update in (900, 950, 1000, 1050):
+        save(ckpt / f"checkpoint_7_{update}.pt", make_state(update))
+    for epoch in (8, 9, 10, 11):
+        save(ckpt / f"checkpoint{epoch}.pt", make_state(epoch))
+    out = tmp_path / "avg.pt"
+    run("--inputs", ckpt, "--num-update-checkpoints", 2, "--output", out)
+    assert torch.all(load(out)["model"]["encoder.w"] == 1025.0)  # mean of 1050 and 1000
+    run("--inputs", ckpt, "--num-update-checkpoints", 3, "--checkpoint-upper-bound", 1000, "--output", out)
+    assert torch.all(load(out)["model"]["encoder.w"] == 950.0)  # 1000, 950, 900
+    run("--inputs", ckpt, "--num-epoch-checkpoints", 2, "--output", out)
+    assert torch.all(load(out)["model"]["encoder.w"] == 10.5)  # 11 and 10
+    run("--inputs", ckpt, "--num-epoch-checkpoints", 2, "--checkpoint-upper-bound", 10, "--output", out)
+    assert torch.all(load(out)["model"]["encoder.w"] == 9.5)  # 10 and 9
+
+
 @pytest.mark.parametrize(
     "other, message",
     [

@@ -287,3 +287,37 @@ def test_training_records_its_longest_sentences_and_auto_uses_them(data, trained
     mt = load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", bpe_codes=data / "codes",
                          source_lang="src", target_lang="tgt", model_overrides={"rope_scaling": "auto"})
     assert mt.translate(long_lines) == [h[0] for _, h in sorted(auto_long.items())]
+
+
+def test_training_length_is_the_longest_sentence_not_the_padded_batch(data, tmp_path):
+    """--required-seq-len-multiple 8 pads every batch to a multiple of 8 tokens; the training length
+    recorded for --rope-scaling auto is still the longest real sentence + EOS on each side."""
+    longest = {side: max(len(line.split()) for line in (data / f"train.{side}").read_text().splitlines()) + 1
+               for side in ("src", "tgt")}
+    assert longest["src"] % 8 and longest["tgt"] % 8  # so that a padded width would differ
+    save = tmp_path / "padded"
+    run("fairseq-train", data / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", "12", "--save-dir", save,
+        "--required-seq-len-multiple", "8", "--no-epoch-checkpoints", "--disable-validation")
+    model = load_checkpoint(save / "checkpoint_last.pt")["model"]
+    assert int(model["encoder.original_max_positions"]) == longest["src"]
+    assert int(model["decoder.original_max_positions"]) == longest["tgt"]
+
+
+def test_learned_positions_survive_a_checkpoint_round_trip(data, tmp_path):
+    """rope_transformer with --add-token-positional-embeddings and learned positions, trained and saved
+    by fairseq-train, loads through fairseq's own loader (strict) with every weight as saved, the
+    learned position tables included."""
+    from fairseq import checkpoint_utils
+
+    save = tmp_path / "learned"
+    run("fairseq-train", data / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", "3", "--save-dir", save,
+        "--add-token-positional-embeddings", "--encoder-learned-pos", "--decoder-learned-pos",
+        "--no-epoch-checkpoints", "--disable-validation")
+    saved = load_checkpoint(save / "checkpoint_last.pt")["model"]
+    assert {"encoder.embed_positions.weight", "decoder.embed_positions.weight"} <= set(saved)
+    models, _, _ = checkpoint_utils.load_model_ensemble_and_task([str(save / "checkpoint_last.pt")],
+                                                                arg_overrides={"data": str(data / "bin")})
+    loaded = models[0].state_dict()
+    assert set(loaded) == set(saved)
+    for key, value in saved.items():
+        assert torch.equal(loaded[key], value), key

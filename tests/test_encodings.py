@@ -333,3 +333,23 @@ def test_options_reach_every_layer(dict_dir, build):
     assert [(c.position_bias.relative_attention_bias.num_embeddings, c.position_bias.options.max_distance,
              c.position_bias.bidirectional) for c in (model.encoder, model.decoder)] == [(16, 64, True), (16, 64, False)]
     assert model.args.t5bias_num_buckets == 16 and model.args.t5bias_max_distance == 64
+
+
+@pytest.mark.parametrize("arch", MODELS)
+def test_additive_positions_load_strictly_or_are_dropped(dict_dir, build, arch):
+    """With --add-token-positional-embeddings and learned positions, a state dict loads strictly into a
+    fresh model with every weight, position tables included; without, a baseline's positions are
+    dropped and every other weight of fairseq's transformer is kept."""
+    flags = ["--add-token-positional-embeddings", "--encoder-learned-pos", "--decoder-learned-pos"]
+    trained, _ = build(dict_dir, arch, *flags)
+    fresh, _ = build(dict_dir, arch, *flags, seed=1)
+    state = {k: v + 0.5 for k, v in trained.state_dict().items()}  # unlike any initialisation
+    fresh.load_state_dict(state, strict=True, model_cfg=fresh.cfg)
+    loaded = fresh.state_dict()
+    assert set(loaded) == set(state) and {"encoder.embed_positions.weight", "decoder.embed_positions.weight"} <= set(state)
+    assert all(torch.equal(loaded[key], value) for key, value in state.items())
+    base, _ = build(dict_dir, "transformer", "--encoder-learned-pos", "--decoder-learned-pos")
+    ours, _ = build(dict_dir, arch, seed=1)
+    ours.load_state_dict({k: v.clone() for k, v in base.state_dict().items()}, strict=False, model_cfg=ours.cfg)
+    kept = {k: v for k, v in base.state_dict().items() if "embed_positions" not in k}
+    assert all(torch.equal(ours.state_dict()[key], value) for key, value in kept.items())

@@ -124,6 +124,18 @@ detect_gpus() {
   echo 0
 }
 
+# logged LOG [fairseq-rope-progress options] -- CMD...: runs CMD with its whole output appended to LOG
+# and, on the terminal, a progress line at most every PROGRESS_INTERVAL seconds (30); VERBOSE=1 also
+# streams everything. A failure shows the end of LOG and its path; the status is CMD's.
+VERBOSE=${VERBOSE:-0}
+PROGRESS_INTERVAL=${PROGRESS_INTERVAL:-30}
+logged() {
+  local log=$1; shift
+  local verbose=()
+  [ "$VERBOSE" = 1 ] && verbose=(--verbose)
+  fairseq-rope-progress --log "$log" --label "[$STEP]" --interval "$PROGRESS_INTERVAL" "${verbose[@]}" "$@"
+}
+
 # The fairseq-rope-* commands come with the package (pip install -e REPO or scripts/setup_env.sh).
 ROPE_HINT="install fairseq-rope into this environment: pip install -e $REPO_ROOT"
 

@@ -62,6 +62,7 @@ fi
   || die "BACKEND=ctranslate2 needs the ctranslate2 package: pip install 'fairseq-rope[ct2]'"
 need_cmd fairseq-rope-score "$ROPE_HINT"
 need_cmd fairseq-rope-checkpoint "$ROPE_HINT"
+need_cmd fairseq-rope-progress "$ROPE_HINT"
 check_plugin
 
 env_of() { sed -n "s/^$1=//p" "$DATA_BIN/recipe.env"; }
@@ -110,7 +111,9 @@ else
   log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $GEN"
   overrides=()
   [ -z "$MODEL_OVERRIDES" ] || overrides=(--model-overrides "$MODEL_OVERRIDES")
-  if ! run_to "$GEN" fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
+  log "  fairseq-generate's log: $EVAL_DIR/generate.log"
+  if ! logged "$EVAL_DIR/generate.log" --stdout "$GEN" --total "$(line_count "$REF")" -- \
+      fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
       --gen-subset "$GEN_SUBSET" --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$remove_bpe" \
       --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" "${device_args[@]}" "${overrides[@]}"; then
     # fairseq's errors for a damaged checkpoint or other dictionaries name neither file: say which

@@ -23,7 +23,9 @@
 #                         fairseq's --amp) or fp32; bf16 is refused: fairseq 0.12's --bf16 also turns on
 #                         its TPU path and crashes on GPUs (Trainer: 'NoneType' has no 'xla_device')
 #   SAVE_INTERVAL_UPDATES 1000, KEEP_INTERVAL_UPDATES 5 (the last 5 are averaged by average.sh)
-#   LOG_INTERVAL 100, LOG_FORMAT json (to $SAVE_DIR/train.log as well as the terminal)
+#   LOG_INTERVAL 100, LOG_FORMAT json: fairseq's log, complete, in $SAVE_DIR/train.log; the terminal
+#                         gets a progress line every PROGRESS_INTERVAL (30) seconds (update, losses,
+#                         speed, time left); VERBOSE=1 streams fairseq's whole output as well
 #   NNODES 1, NODE_RANK 0, MASTER_ADDR, MASTER_PORT 29500, LAUNCHER auto|torchrun: with NNODES>1
 #                         (or LAUNCHER=torchrun) fairseq-train runs under torchrun on every node
 #   EXTRA_TRAIN_ARGS      more fairseq-train arguments, e.g. "--encoder-layers 2"
@@ -79,6 +81,7 @@ one_of LAUNCHER "$LAUNCHER" auto torchrun
 need_file "$DATA_BIN/dict.$SRC.txt" "binarized data (run prepare.sh first; DATA_BIN)"
 need_cmd fairseq-train "pip install fairseq-fixed"
 need_cmd fairseq-rope-checkpoint "$ROPE_HINT"
+need_cmd fairseq-rope-progress "$ROPE_HINT"
 check_plugin
 
 NGPU=$(detect_gpus)
@@ -208,7 +211,7 @@ else
       "${launch[@]}" "${args[@]}" --distributed-rank "$rank" >> "$SAVE_DIR/train.rank$rank.log" 2>&1 &
       pids+=($!)
     done
-    "${launch[@]}" "${args[@]}" --distributed-rank 0 > >(tee -a "$SAVE_DIR/train.log") 2>&1 &
+    logged "$SAVE_DIR/train.log" -- "${launch[@]}" "${args[@]}" --distributed-rank 0 &
     pids+=($!)
     trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT  # one rank failing must not leave the others waiting
     for _ in "${pids[@]}"; do
@@ -216,7 +219,7 @@ else
     done
     trap - EXIT
   else
-    "${launch[@]}" "${args[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"
+    logged "$SAVE_DIR/train.log" -- "${launch[@]}" "${args[@]}" || die "training $RUN_NAME failed: see $SAVE_DIR/train.log"
   fi
 fi
 # fairseq writes no checkpoint_<epoch>_<update>.pt for an update that ends an epoch (only
