@@ -2,7 +2,7 @@ from setuptools import find_packages, setup
 
 setup(
     name="fairseq-rope",
-    version="0.3.0",
+    version="0.4.0",
     description="Rotary Position Embedding (RoFormer) for fairseq machine translation",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",

@@ -8,7 +8,7 @@ T5's relative bias, ``alibi_transformer``: ALiBi, each in fairseq's sizes), the
 allowlists what fairseq checkpoints pickle for ``torch.load(weights_only=True)``.
 """
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 REQUIRED_FAIRSEQ = "fairseq-fixed==0.12.3.1"
 

@@ -27,7 +27,7 @@ SPM_INPUT_SENTENCES CLEAN_MIN CLEAN_MAX CLEAN_RATIO MAX_UPDATE LR WARMUP_INIT_LR
 LABEL_SMOOTHING WEIGHT_DECAY CLIP_NORM SEED TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU MAX_TOKENS UPDATE_FREQ PRECISION
 SAVE_INTERVAL_UPDATES KEEP_INTERVAL_UPDATES LOG_INTERVAL LOG_FORMAT EXTRA_TRAIN_ARGS DRY_RUN AVERAGE_LAST
 CHECKPOINT_UPPER_BOUND BEAM LENPEN BACKEND CT2_QUANTIZATION CT2_DIR CT2_DEVICE CT2_THREADS CT2_BATCH_SIZE GEN_SUBSET GEN_MAX_TOKENS REF TEST_SET PARALLEL_RUNS THREADS_PER_RUN SOURCES
-DOWNLOAD_DIR RAW_OUT EXPECT_VALID_LINES EXPECT_TEST_LINES USER_DIR VIRTUAL_ENV"""
+DOWNLOAD_DIR RAW_OUT EXPECT_VALID_LINES EXPECT_TEST_LINES USER_DIR VIRTUAL_ENV VERBOSE PROGRESS_INTERVAL"""
 
 
 def recipe_env(work, **extra):
@@ -103,6 +103,45 @@ def test_recipe_gives_a_result_for_rope_and_baseline(recipe):
     rope_cmd = re.search(r"# .*fairseq-train (.*)", (work / "checkpoints/rope_transformer/train.log").read_text())[1]
     base_cmd = re.search(r"# .*fairseq-train (.*)", (work / "checkpoints/transformer/train.log").read_text())[1]
     assert rope_cmd.replace("rope_transformer", "transformer") == base_cmd
+
+
+def test_terminal_shows_progress_and_every_log_is_complete(recipe):
+    """The main job prints a few lines per stage: progress lines of training (update N/M, losses,
+    speed) and translation (sentences done/total), the log files named; fairseq's own output
+    (configuration dumps, warnings, checkpoint saves) goes, complete, to each run's logs."""
+    terminal = (recipe["proc"].stdout + recipe["proc"].stderr).splitlines()
+    assert len(terminal) < 80, "\n".join(terminal)
+    assert max(map(len, terminal)) < 300  # no configuration dump
+    work = recipe["work"]
+    for arch in ("rope_transformer", "transformer"):
+        mine = [line for line in terminal if line.startswith(f"{{{arch}}} ")]
+        assert any(re.search(r"\[train\] update 4/4 \(100%\), train loss [\d.]+, valid loss [\d.]+, [\d.]+ updates/s, "
+                             r"elapsed \d+m\d\ds$", line) for line in mine), mine
+        assert any(re.search(r"\[evaluate\] sentences 16/16 \(100%\), [\d.]+ sentences/s", line) for line in mine), mine
+        save, eval_dir = work / "checkpoints" / arch, work / "eval" / arch
+        assert any(f"log: {save}/train.log" in line for line in mine)
+        assert any(f"{eval_dir}/generate.log" in line for line in mine)
+        log = (save / "train.log").read_text()
+        updates = [int(n) for n in re.findall(r'\| train_inner \| .*"num_updates": "(\d+)"', log)]
+        assert updates == [1, 2, 3, 4], updates  # LOG_INTERVAL=1: every update, in order
+        assert "done training in" in log and "'_name': 'adam'" in log  # fairseq's end and its configuration
+        assert "Saved checkpoint" in log and not any("Saved checkpoint" in line for line in terminal)
+        generated = (eval_dir / "generate.out").read_text()
+        assert len(re.findall(r"^S-\d+\t", generated, re.M)) == 16 and "Generate test with beam=4" in generated
+        assert (eval_dir / "generate.log").exists()
+
+
+def test_verbose_streams_fairseqs_output_and_a_failure_shows_the_logs_end(recipe, tmp_path):
+    env = dict(recipe["env"], ARCH="rope_transformer", RUN_NAME="verbose", MAX_UPDATE="2", VERBOSE="1")
+    proc = step("train.sh", env)
+    assert "'_name': 'adam'" in proc.stderr and "done training in" in proc.stderr
+    log = recipe["work"] / "checkpoints" / "bad" / "train.log"
+    proc = step("train.sh", dict(recipe["env"], ARCH="rope_transformer", RUN_NAME="bad", MAX_UPDATE="2",
+                                 EXTRA_TRAIN_ARGS=recipe["env"]["EXTRA_TRAIN_ARGS"] + " --rope-dim 3"), ok=False)
+    assert f"FAILED (exit status 1): fairseq-train; the last" in proc.stderr and f"lines of {log}:" in proc.stderr
+    assert "--rope-dim must be an even number >= 2" in proc.stderr  # the end of the log, on the terminal
+    assert f"training bad failed: see {log}" in proc.stderr
+    assert "--rope-dim must be an even number >= 2" in log.read_text()
 
 
 def test_python_api_loads_the_averaged_checkpoint(recipe):
