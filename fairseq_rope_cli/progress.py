@@ -139,18 +139,28 @@ class Progress:
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
-    progress = Progress(args.command, args.total)
-    tail = deque(maxlen=args.tail)
-    lock = threading.Lock()
-    say = lambda text: print(f"{args.label} {text}".lstrip(), file=sys.stderr, flush=True)
-    out_path = args.stdout + ".tmp" if args.stdout else None
     try:
         process = subprocess.Popen(args.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, errors="replace", bufsize=1)
     except OSError as error:
         raise InputError(PROG, f"cannot run {args.command[0]}: {error.strerror}") from None
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # stopping this command stops the command it runs
-        signal.signal(sig, lambda signum, frame: process.send_signal(signum))
+    # stopping this command stops the command it runs (the previous handlers come back at the end)
+    previous = {sig: signal.signal(sig, lambda signum, frame: process.send_signal(signum))
+                for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return run(args, process)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run(args, process):
+    """Reads the command's output to its end (see the module docstring); its exit status."""
+    progress = Progress(args.command, args.total)
+    tail = deque(maxlen=args.tail)
+    lock = threading.Lock()
+    say = lambda text: print(f"{args.label} {text}".lstrip(), file=sys.stderr, flush=True)
+    out_path = args.stdout + ".tmp" if args.stdout else None
     last_said = [time.monotonic()]
 
     with open(args.log, "a", encoding="utf-8") as log, \
@@ -185,7 +195,7 @@ def main(argv=None):
         shown = "".join(f"\n    {line}" for line in tail)
         say(f"FAILED (exit status {status}): {args.command[0]}; " +
             (f"the last {len(tail)} lines of {args.log}:{shown}" if tail else f"it wrote nothing to {args.log}"))
-        return status
+        raise SystemExit(status if status > 0 else 128 - status)  # killed by a signal: as a shell reports it
     if out_path:
         os.replace(out_path, args.stdout)
     if not args.verbose:

@@ -75,7 +75,7 @@ def recipe(tmp_path_factory):
     start = time.time()
     proc = step("sample.sh", env)
     assert f"offline sample: corpus {raw}, work dir {base / 'work'}, archs: rope_transformer transformer" in proc.stderr
-    assert "running up to 2 architectures at once" in proc.stderr
+    assert "running up to 2 runs at once" in proc.stderr
     env.update(ARCHS="rope_transformer transformer", EXTRA_TRAIN_ARGS=TINY_MODEL)
     return dict(work=base / "work", raw=raw, env=env, proc=proc, seconds=time.time() - start)
 
@@ -142,6 +142,44 @@ def test_verbose_streams_fairseqs_output_and_a_failure_shows_the_logs_end(recipe
     assert "--rope-dim must be an even number >= 2" in proc.stderr  # the end of the log, on the terminal
     assert f"training bad failed: see {log}" in proc.stderr
     assert "--rope-dim must be an even number >= 2" in log.read_text()
+
+
+def test_named_runs_carry_their_own_flags(recipe):
+    """ARCHS="NAME=ARCH ..." with ARGS_<name>: learned absolute positions and Shaw's keys-only as runs
+    of their own beside an existing one, in checkpoints/<name> and eval/<name>, their flags recorded
+    in their settings and used, every run in the results table."""
+    env = dict(recipe["env"], ARCHS="transformer learned=transformer rpe_keys=rpe_transformer",
+               ARGS_learned="--encoder-learned-pos --decoder-learned-pos", ARGS_rpe_keys="--rpe-keys-only",
+               PARALLEL_RUNS="1")
+    proc = step("run.sh", env)
+    work = recipe["work"]
+    assert "transformer already trained" in proc.stderr  # the existing run is not trained again
+    import torch
+    for name, arch, flag in [("learned", "transformer", "--encoder-learned-pos --decoder-learned-pos"),
+                             ("rpe_keys", "rpe_transformer", "--rpe-keys-only")]:
+        settings = (work / "checkpoints" / name / ".settings").read_text()
+        assert f"ARCH={arch}\n" in settings and f"EXTRA_TRAIN_ARGS={TINY_MODEL} {flag}" in settings
+        state = torch.load(work / "checkpoints" / name / "checkpoint_avg_last2.pt", weights_only=True)
+        result = json.loads((work / "eval" / name / "result.json").read_text())
+        assert result["run_name"] == name and result["arch"] == arch and result["n_sentences"] == 16
+        if name == "learned":
+            assert state["cfg"]["model"].encoder_learned_pos and "encoder.embed_positions.weight" in state["model"]
+        else:
+            assert state["cfg"]["model"].rpe_keys_only and "encoder.layers.0.self_attn.relative_values.weight" not in state["model"]
+    table = (work / "results.md").read_text()
+    assert all(f"| {name} | {arch} |" in table for name, arch in
+               [("transformer", "transformer"), ("learned", "transformer"), ("rpe_keys", "rpe_transformer")])
+
+
+@pytest.mark.parametrize("extra, message", [
+    (dict(ARCHS="transformer x=transformer", ARGS_y="--dropout 0"),
+     "ARGS_y is set, but no run in ARCHS is named 'y'"),
+    (dict(ARCHS="transformer transformer"), "two runs are named 'transformer'"),
+    (dict(ARCHS="my-run=transformer"), "run name 'my-run' (in 'my-run=transformer') must be letters, digits and _"),
+])
+def test_bad_runs_are_named(recipe, extra, message):
+    proc = step("run.sh", dict(recipe["env"], **extra), ok=False)
+    assert message in proc.stderr
 
 
 def test_python_api_loads_the_averaged_checkpoint(recipe):
@@ -233,7 +271,8 @@ def test_rerun_skips_and_training_resumes(recipe):
     assert "MAX_UPDATE: 4 -> 6" in step("train.sh", dict(env, MAX_UPDATE="6"), ok=False).stderr
     proc = step("train.sh", dict(env, MAX_UPDATE="6", ALLOW_CHANGED_SETTINGS="1"))
     assert "resuming from" in proc.stderr
-    assert "Loaded checkpoint" in proc.stdout and "(epoch 1 @ 4 updates)" in proc.stdout
+    log = (recipe["work"] / "checkpoints/transformer/train.log").read_text()  # fairseq's output goes there
+    assert "Loaded checkpoint" in log and "(epoch 1 @ 4 updates)" in log
     assert os.path.exists(recipe["work"] / "checkpoints/transformer/checkpoint_1_6.pt")
     proc = step("average.sh", dict(env, AVERAGE_LAST="2"))
     assert "checkpoint_1_6.pt" in proc.stderr

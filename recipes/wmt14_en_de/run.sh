@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Every stage for every architecture: Table 1 of the RoFormer paper (WMT14 En-De, BLEU).
-#   ARCHS          "rope_transformer_wmt_en_de transformer_wmt_en_de" (RoFormer, Transformer-base baseline)
+#   ARCHS          "rope_transformer_wmt_en_de transformer_wmt_en_de" (RoFormer, Transformer-base baseline):
+#                  the runs, space-separated. Each is an architecture (the run is named after it) or
+#                  NAME=ARCH, a run named NAME (letters, digits, _) of architecture ARCH. A run's own
+#                  fairseq-train flags go in ARGS_<name>, after EXTRA_TRAIN_ARGS, e.g. learned
+#                  absolute positions or Shaw's keys-only ablation:
+#                    ARCHS="transformer_wmt_en_de learned=transformer_wmt_en_de rpe_keys=rpe_transformer_wmt_en_de"
+#                    ARGS_learned="--encoder-learned-pos --decoder-learned-pos" ARGS_rpe_keys="--rpe-keys-only"
 #   PARALLEL_RUNS  1: architectures one after the other (default). N > 1: train/average/evaluate
 #                  up to N architectures at once, each with THREADS_PER_RUN CPU threads
 #                  (default 1; for CPU runs such as the sample, where one process per core is
@@ -15,6 +21,24 @@ ARCHS=${ARCHS:-rope_transformer_wmt_en_de transformer_wmt_en_de}
 PARALLEL_RUNS=${PARALLEL_RUNS:-1}
 THREADS_PER_RUN=${THREADS_PER_RUN:-1}
 [ -n "${ARCHS// /}" ] || die "ARCHS is empty: name at least one architecture"
+# the runs: names (outputs checkpoints/<name>, eval/<name>), their architectures and own flags
+runs=()
+declare -A arch_of=()
+for entry in $ARCHS; do
+  name=${entry%%=*} arch=${entry#*=}
+  [[ "$name" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "ARCHS: run name '$name' (in '$entry') must be letters, digits and _"
+  [[ "$arch" =~ ^[A-Za-z0-9_]+$ ]] || die "ARCHS: '$entry' must be ARCH or NAME=ARCH"
+  [ -z "${arch_of[$name]+x}" ] || die "ARCHS: two runs are named '$name'; give one another name (NAME=ARCH)"
+  runs+=("$name"); arch_of[$name]=$arch
+done
+for var in $(compgen -v ARGS_ || true); do  # a run's flags for a run that does not exist: a typo
+  [ -n "${arch_of[${var#ARGS_}]+x}" ] || die "$var is set, but no run in ARCHS is named '${var#ARGS_}' (ARCHS=\"$ARCHS\")"
+done
+# run_args NAME: the EXTRA_TRAIN_ARGS of run NAME (the global ones, then ARGS_<name>)
+run_args() {
+  local own="ARGS_$1"
+  echo "${EXTRA_TRAIN_ARGS:-}${!own:+${EXTRA_TRAIN_ARGS:+ }${!own}}"
+}
 need_int PARALLEL_RUNS "$PARALLEL_RUNS" 1
 need_cmd fairseq-rope-results "$ROPE_HINT"
 need_int THREADS_PER_RUN "$THREADS_PER_RUN" 1
@@ -27,30 +51,31 @@ stage() {  # stage NAME SCRIPT [VAR=VALUE...]
   env "$@" bash "$RECIPE_DIR/$script"
   log "=== $name: done in $((SECONDS - start)) s ==="
 }
-model() {  # model ARCH [VAR=VALUE...]: train, average, evaluate one architecture
-  local arch=$1; shift
-  stage "train $arch" train.sh ARCH="$arch" RUN_NAME="$arch" "$@"
-  stage "average $arch" average.sh ARCH="$arch" RUN_NAME="$arch" "$@"
-  stage "evaluate $arch" evaluate.sh ARCH="$arch" RUN_NAME="$arch" "$@"
+model() {  # model NAME [VAR=VALUE...]: train, average, evaluate one run
+  local name=$1 arch=${arch_of[$1]}; shift
+  local run=(ARCH="$arch" RUN_NAME="$name" EXTRA_TRAIN_ARGS="$(run_args "$name")")
+  stage "train $name" train.sh "${run[@]}" "$@"
+  stage "average $name" average.sh "${run[@]}" "$@"
+  stage "evaluate $name" evaluate.sh "${run[@]}" "$@"
 }
 
 stage "prepare data" prepare.sh
 results=()
-for arch in $ARCHS; do results+=("$WORK_DIR/eval/$arch/result.json"); done
+for name in "${runs[@]}"; do results+=("$WORK_DIR/eval/$name/result.json"); done
 if [ "$PARALLEL_RUNS" -le 1 ]; then
-  for arch in $ARCHS; do model "$arch"; done
+  for name in "${runs[@]}"; do model "$name"; done
 else
-  log "running up to $PARALLEL_RUNS architectures at once, $THREADS_PER_RUN thread(s) each; lines are prefixed by architecture"
+  log "running up to $PARALLEL_RUNS runs at once, $THREADS_PER_RUN thread(s) each; lines are prefixed by run"
   pids=() names=()
-  for arch in $ARCHS; do
+  for name in "${runs[@]}"; do
     while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL_RUNS" ]; do sleep 1; done
-    ( model "$arch" OMP_NUM_THREADS="$THREADS_PER_RUN" MKL_NUM_THREADS="$THREADS_PER_RUN" 2>&1 \
-        | sed -u "s/^/{$arch} /" ) &
-    pids+=($!) names+=("$arch")
+    ( model "$name" OMP_NUM_THREADS="$THREADS_PER_RUN" MKL_NUM_THREADS="$THREADS_PER_RUN" 2>&1 \
+        | sed -u "s/^/{$name} /" ) &
+    pids+=($!) names+=("$name")
   done
   failed=()
   for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed+=("${names[$i]}"); done
-  [ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]} (see the {arch}-prefixed lines above and $WORK_DIR/checkpoints/<arch>/train.log)"
+  [ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]} (see the {run}-prefixed lines above and $WORK_DIR/checkpoints/<run>/train.log)"
 fi
 log "=== results ($WORK_DIR/results.md) ==="
 fairseq-rope-results "${results[@]}" --output "$WORK_DIR/results.md"
