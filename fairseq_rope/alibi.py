@@ -66,7 +66,7 @@ class ALiBi(PositionEncoding):
     prefix = "alibi"
     title = "ALiBi (Press et al. 2022): no options; the slopes follow from the heads"
 
-    def stack_bias(self, num_heads: int, causal: bool) -> nn.Module:
+    def build_position_bias(self, num_heads: int, causal: bool) -> nn.Module:
         return ALiBiBias(num_heads, causal)
 
 

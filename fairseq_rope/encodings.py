@@ -9,9 +9,9 @@ cross-attention left as it is), no additive position embeddings unless
 
 An encoding is a frozen dataclass subclassing :class:`PositionEncoding`: each field is the flag
 ``--<prefix>-<field>`` with its default, checked once when the model is built. It builds the
-self-attention of a layer (:meth:`PositionEncoding.self_attention`) and, for a bias shared by the
+self-attention of a layer (:meth:`PositionEncoding.build_self_attention`) and, for a bias shared by the
 layers of a stack (T5, ALiBi), the module that computes it once per forward
-(:meth:`PositionEncoding.stack_bias`), which the stack hands to each layer's :class:`StackBiasAttention`.
+(:meth:`PositionEncoding.build_position_bias`), which the stack hands to each layer's :class:`StackBiasAttention`.
 """
 
 import contextlib
@@ -49,11 +49,11 @@ class PositionEncoding:
     def fail(self, field: str, what: str):
         raise ValueError(f"--{self.prefix}-{field.replace('_', '-')} {what}; got {getattr(self, field)!r}")
 
-    def self_attention(self, embed_dim: int, num_heads: int, causal: bool, **fairseq_args) -> SelfAttention:
+    def build_self_attention(self, embed_dim: int, num_heads: int, causal: bool, **fairseq_args) -> SelfAttention:
         """The self-attention of one layer (``fairseq_args``: dropout, q_noise, qn_block_size)."""
         return StackBiasAttention(embed_dim, num_heads, causal=causal, **fairseq_args)
 
-    def stack_bias(self, num_heads: int, causal: bool) -> Optional[nn.Module]:
+    def build_position_bias(self, num_heads: int, causal: bool) -> Optional[nn.Module]:
         """The module computing a logit bias once per forward of a stack, for all its layers: called
         as ``module(past, T, S)`` -> 1 x H x T x S for queries at past .. past+T-1 and keys 0 .. S-1.
         None: the layers' attention needs none."""
@@ -128,7 +128,7 @@ def fairseq_attention_args(layer, cfg):
 
 class EncoderLayer(TransformerEncoderLayerBase):
     def build_self_attention(self, embed_dim, cfg):
-        return cfg.position_encoding.self_attention(embed_dim, cfg.encoder.attention_heads, causal=False,
+        return cfg.position_encoding.build_self_attention(embed_dim, cfg.encoder.attention_heads, causal=False,
                                                     **fairseq_attention_args(self, cfg))
 
 
@@ -136,7 +136,7 @@ class DecoderLayer(TransformerDecoderLayerBase):
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         if add_bias_kv or add_zero_attn:
             raise ValueError("add_bias_kv/add_zero_attn are not supported with relative position encodings")
-        return cfg.position_encoding.self_attention(embed_dim, cfg.decoder.attention_heads, causal=True,
+        return cfg.position_encoding.build_self_attention(embed_dim, cfg.decoder.attention_heads, causal=True,
                                                     **fairseq_attention_args(self, cfg))
 
 
@@ -146,7 +146,7 @@ class Encoder(TransformerEncoderBase):
 
     def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
-        self.position_bias = cfg.position_encoding.stack_bias(cfg.encoder.attention_heads, causal=False)
+        self.position_bias = cfg.position_encoding.build_position_bias(cfg.encoder.attention_heads, causal=False)
 
     def forward(self, src_tokens, *args, **kwargs):
         T = src_tokens.size(1)
@@ -172,7 +172,7 @@ class Decoder(TransformerDecoderBase):
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
                          output_projection=output_projection)
-        self.position_bias = cfg.position_encoding.stack_bias(cfg.decoder.attention_heads, causal=True)
+        self.position_bias = cfg.position_encoding.build_position_bias(cfg.decoder.attention_heads, causal=True)
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, *args, **kwargs):
         n = prev_output_tokens.size(1)

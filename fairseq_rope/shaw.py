@@ -80,7 +80,7 @@ class ShawRPE(PositionEncoding):
         if self.max_relative_position < 1:
             self.fail("max_relative_position", "must be >= 1 (the clipping distance k)")
 
-    def self_attention(self, embed_dim: int, num_heads: int, causal: bool, **fairseq_args) -> SelfAttention:
+    def build_self_attention(self, embed_dim: int, num_heads: int, causal: bool, **fairseq_args) -> SelfAttention:
         return RelativePositionAttention(embed_dim, num_heads, self, causal=causal, **fairseq_args)
 
 

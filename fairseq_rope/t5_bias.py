@@ -79,7 +79,7 @@ class T5Bias(PositionEncoding):
             self.fail("max_distance", f"must exceed half of --t5bias-num-buckets ({self.num_buckets // 2}): "
                                       "the distances below that have buckets of their own")
 
-    def stack_bias(self, num_heads: int, causal: bool) -> nn.Module:
+    def build_position_bias(self, num_heads: int, causal: bool) -> nn.Module:
         return T5RelativeBias(num_heads, self, causal)
 
 
