@@ -8,6 +8,14 @@ with ctranslate2's own fairseq helpers (layers, layer norms, linears, embeddings
 layers differ (no position table for RoPE). The baseline ``transformer`` goes through the same
 function with its sinusoidal or learned position table, so both run on one engine.
 
+The relative encodings map to CTranslate2's own relative attention: Shaw's RPE (``rpe_transformer``)
+to ``relative_position`` (each layer's a^K and a^V, one row per clipped distance j - i from -k to k;
+the decoder's tables, which stop at distance 0, get zero rows for the future distances, which
+causal attention never reads; ``--rpe-keys-only`` exports a^V as zeros), and T5's bias
+(``t5bias_transformer``) to ``relative_attention_bias`` (the stack's table in every layer, T5's
+buckets, ``relative_attention_max_distance``). CTranslate2 4.x has ALiBi in decoders only, not in
+encoders: ``alibi_transformer`` is refused.
+
 Decoding as fairseq's SequenceGenerator (checked against fairseq-generate in tests/test_ct2.py):
   * length penalty: fairseq ranks finished hypotheses by sum(log p) / len**lenpen with ``len``
     counting the EOS; CTranslate2 divides by the length of the returned tokens, so it is called
@@ -53,7 +61,8 @@ from .checkpoints import load_checkpoint
 from .options import RopeOptions
 
 METADATA = "fairseq_rope_ct2.json"
-SUPPORTED_MODELS = ("rope_transformer", "transformer")
+SUPPORTED_MODELS = ("rope_transformer", "transformer", "rpe_transformer", "t5bias_transformer")
+RELATIVE_MODELS = ("rpe_transformer", "t5bias_transformer")
 
 
 class ExportError(ValueError):
@@ -70,7 +79,10 @@ def checkpoint_args(state, path):
 def check_exportable(args, model_name):
     """Refuses, naming the option, what the engine would silently compute differently."""
     problems = []
-    if model_name not in SUPPORTED_MODELS:
+    if model_name == "alibi_transformer":
+        problems.append(f"--arch {args.arch}: CTranslate2 {ctranslate2.__version__} has ALiBi in decoder specs only, "
+                        "not in the encoder (TransformerEncoderSpec has no alibi)")
+    elif model_name not in SUPPORTED_MODELS:
         problems.append(f"--arch {args.arch} (model {model_name}): only {' and '.join(SUPPORTED_MODELS)} are supported")
     activation = getattr(args, "activation_fn", "relu")
     if activation not in ct2_fairseq._SUPPORTED_ACTIVATIONS:
@@ -93,6 +105,10 @@ def check_exportable(args, model_name):
             value = getattr(options, field)
             if value != getattr(default, field):
                 problems.append(f"--rope-{field} {value}: not exported (only {getattr(default, field)})")
+    elif model_name in RELATIVE_MODELS:
+        if getattr(args, "add_token_positional_embeddings", False):
+            problems.append("--add-token-positional-embeddings: CTranslate2's relative-position specs have no "
+                            "additive position table")
     elif getattr(args, "no_token_positional_embeddings", False):
         problems.append("--no-token-positional-embeddings: a transformer without positions has no CTranslate2 spec")
     if problems:
@@ -110,31 +126,39 @@ def set_input_layers(spec, module, rotary: bool):
 
 
 def model_spec(args, model) -> transformer_spec.TransformerSpec:
-    """The CTranslate2 spec of a loaded fairseq ``transformer`` or ``rope_transformer`` model."""
+    """The CTranslate2 spec of a loaded fairseq ``transformer``, ``rope_transformer``, ``rpe_transformer``
+    or ``t5bias_transformer`` model."""
     rotary = {}
     if hasattr(args, "rope_theta"):
         options = RopeOptions.from_args(args)
         rotary = dict(rotary_dim=options.dim or 0, rotary_interleave=options.layout == "interleaved",
                       rotary_base=float(options.theta))
+    relative = {}  # CTranslate2's relative attention: Shaw's (rpe_*) or T5's bias (t5bias_*)
+    if hasattr(args, "rpe_max_relative_position"):
+        relative = dict(relative_position=True)
+    elif hasattr(args, "t5bias_num_buckets"):
+        relative = dict(relative_attention_bias=True)
     activation = ct2_fairseq._SUPPORTED_ACTIVATIONS[getattr(args, "activation_fn", "relu")]
     encoder, decoder = model.encoder, model.decoder
     encoder_spec = transformer_spec.TransformerEncoderSpec(
         len(encoder.layers), args.encoder_attention_heads, pre_norm=args.encoder_normalize_before,
-        activation=activation, layernorm_embedding=encoder.layernorm_embedding is not None, **rotary)
+        activation=activation, layernorm_embedding=encoder.layernorm_embedding is not None, **rotary, **relative)
     decoder_spec = transformer_spec.TransformerDecoderSpec(
         len(decoder.layers), args.decoder_attention_heads, pre_norm=args.decoder_normalize_before,
         no_final_norm=decoder.layer_norm is None, activation=activation,
-        layernorm_embedding=decoder.layernorm_embedding is not None, **rotary)
+        layernorm_embedding=decoder.layernorm_embedding is not None, **rotary, **relative)
     spec = transformer_spec.TransformerSpec(encoder_spec, decoder_spec)
 
-    set_input_layers(encoder_spec, encoder, bool(rotary))
+    set_input_layers(encoder_spec, encoder, bool(rotary or relative))
     for layer_spec, layer in zip(encoder_spec.layer, encoder.layers):
         ct2_fairseq.set_transformer_encoder_layer(layer_spec, layer)
-    set_input_layers(decoder_spec, decoder, bool(rotary))
+    set_input_layers(decoder_spec, decoder, bool(rotary or relative))
     ct2_fairseq.set_linear(decoder_spec.projection, decoder.output_projection)
     for layer_spec, layer in zip(decoder_spec.layer, decoder.layers):
         ct2_fairseq.set_transformer_decoder_layer(layer_spec, layer)
     for side_spec, module in ((encoder_spec, encoder), (decoder_spec, decoder)):
+        for layer_spec, layer in zip(side_spec.layer, module.layers):
+            set_relative_positions(layer_spec.self_attention, layer.self_attn, module)
         if module.layer_norm is not None:
             ct2_fairseq.set_layer_norm(side_spec.layer_norm, module.layer_norm)
         if module.layernorm_embedding is not None:
@@ -148,12 +172,29 @@ def model_spec(args, model) -> transformer_spec.TransformerSpec:
     return spec
 
 
+def set_relative_positions(spec, attention, coder):
+    """Shaw's a^K and a^V, or the stack's T5 bias table, into a layer's self-attention spec."""
+    if hasattr(spec, "relative_position_keys"):
+        k = attention.max_relative_position
+        tables = []
+        for table in (attention.relative_keys, attention.relative_values):
+            rows = torch.zeros(2 * k + 1, attention.head_dim) if table is None else table.weight.detach().float()
+            if rows.size(0) == k + 1:  # the decoder's: distances -k .. 0; the future is never attended
+                rows = torch.cat([rows, rows.new_zeros(k, rows.size(1))])
+            tables.append(rows.numpy())
+        spec.relative_position_keys, spec.relative_position_values = tables
+    if hasattr(spec, "relative_attention_bias"):
+        bias = coder.position_bias
+        spec.relative_attention_bias = bias.relative_attention_bias.weight.detach().float().numpy()
+        spec.relative_attention_max_distance = np.dtype("int32").type(bias.options.max_distance)
+
+
 def load_model(checkpoint: str, data_bin: str, source_lang=None, target_lang=None):
     """(args, task, model) of a checkpoint, loaded with weights_only, with the dictionaries of ``data_bin``."""
     from fairseq import models, tasks
     from fairseq.data.data_utils import infer_language_pair
 
-    from . import model as _registers_rope_transformer  # noqa: F401
+    from . import alibi, model, shaw, t5_bias  # noqa: F401  registers the models
 
     state = load_checkpoint(checkpoint)
     args = checkpoint_args(state, checkpoint)

@@ -1,4 +1,4 @@
-"""fairseq-rope-ct2: exports a rope_transformer or transformer checkpoint to CTranslate2.
+"""fairseq-rope-ct2: exports a rope_transformer, transformer, rpe_transformer or t5bias_transformer checkpoint to CTranslate2.
 
     fairseq-rope-ct2 --checkpoint CKPT --data-bin DIR --output-dir OUT \
         [--quantization int8|int8_float32|int8_float16|int8_bfloat16|int16|float16|bfloat16|float32] \
@@ -6,7 +6,9 @@
 
 Every rope_transformer architecture converts (interleaved and half layouts, --rope-dim, any
 --rope-theta, averaged checkpoints), and fairseq's transformer too, so that both can be compared on
-one engine. The checkpoint is loaded with torch.load(weights_only=True) through fairseq-rope's
+one engine; Shaw's relative positions (rpe_transformer, keys-only included) and T5's bias
+(t5bias_transformer) go to CTranslate2's relative attention, and alibi_transformer is refused
+(CTranslate2 4.x has no ALiBi in encoders). The checkpoint is loaded with torch.load(weights_only=True) through fairseq-rope's
 allowlist. ctranslate2's own fairseq helpers fill the layers; only the input layers differ (RoPE has
 no position table: CTranslate2 rotates queries and keys itself, same layout, dims and theta).
 

@@ -22,6 +22,9 @@ VARIANTS = {
     "half_partial": ["--arch", "rope_transformer", "--rope-layout", "half", "--rope-dim", "8"],
     "partial_theta": ["--arch", "rope_transformer", "--rope-dim", "12", "--rope-theta", "500"],
     "baseline": ["--arch", "transformer"],
+    # Shaw's RPE and T5's bias, with a clip and log-spaced buckets that sentences of 12 words exceed
+    "rpe": ["--arch", "rpe_transformer", "--rpe-max-relative-position", "4"],
+    "t5bias": ["--arch", "t5bias_transformer", "--t5bias-num-buckets", "8", "--t5bias-max-distance", "12"],
 }
 N_TEST = 200
 
@@ -156,6 +159,16 @@ def with_args(checkpoint, path, **changes):
     return path
 
 
+def test_export_refuses_alibi_naming_the_reason(data, tmp_path):
+    """CTranslate2 has ALiBi in decoders only: an alibi_transformer is refused with that reason."""
+    save = tmp_path / "alibi"
+    run("fairseq-train", data / "bin", "--arch", "alibi_transformer", *TRAIN, "--max-update", "1", "--save-dir", save)
+    out = run_main(ct2_command.main, "--checkpoint", save / "checkpoint_last.pt", "--data-bin", data / "bin",
+                   "--output-dir", tmp_path / "out")
+    assert out.returncode == 1 and "--arch alibi_transformer: CTranslate2" in out.stderr
+    assert "has ALiBi in decoder specs only, not in the encoder" in out.stderr and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("change, named", [
     (dict(add_token_positional_embeddings=True, no_token_positional_embeddings=False), "--add-token-positional-embeddings"),
     (dict(activation_fn="tanh"), "--activation-fn tanh"),
@@ -163,9 +176,12 @@ def with_args(checkpoint, path, **changes):
     (dict(rope_attention="linear"), "--rope-attention linear"),
     (dict(rope_scaling="linear", rope_scaling_factor=2.0), "--rope-scaling linear"),
     (dict(rope_scaling="auto"), "--rope-scaling auto"),
+    (dict(add_token_positional_embeddings=True, no_token_positional_embeddings=False, variant="rpe"),
+     "--add-token-positional-embeddings: CTranslate2's relative-position specs have no additive position table"),
 ])
 def test_export_refuses_what_ctranslate2_cannot_represent(data, models, tmp_path, change, named):
-    checkpoint = with_args(models["interleaved"], tmp_path / "changed.pt", **change)
+    change = dict(change)
+    checkpoint = with_args(models[change.pop("variant", "interleaved")], tmp_path / "changed.pt", **change)
     out = run_main(ct2_command.main, "--checkpoint", checkpoint, "--data-bin", data / "bin", "--output-dir",
                    tmp_path / "out")
     assert out.returncode == 1 and "fairseq-rope-ct2: error: cannot export to CTranslate2" in out.stderr, out.stderr
