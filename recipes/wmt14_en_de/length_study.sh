@@ -12,7 +12,8 @@
 #   WORK_DIR         <repo>/work/length_study_max$MAX_TRAIN_WORDS
 #   OUT_DIR          where length_study.md and length_study.png go (default: $WORK_DIR);
 #                    OUT_DIR=docs regenerates the committed docs/length_study.{md,png}
-#   ARCHS            "transformer rope_transformer" (the first is the baseline of the comparison)
+#   ARCHS            "transformer rope_transformer": the runs, as run.sh takes them (the first is the
+#                    baseline of the comparison)
 #   MAX_UPDATE       1000 (pinned here, so that the study does not move with sample.sh's default)
 # Every knob of sample.sh (MODEL_ARGS, MAX_UPDATE, LR, ...) and of its steps applies. The corpus
 # is made by length_study_data.py (beside this script), the comparison by fairseq-rope-compare. Re-running skips
@@ -55,14 +56,15 @@ RAW_DIR=$RAW TEST_SET="length study test set (make_sample_corpus.py seed $TEST_S
 bpe_max() { awk 'NF > m { m = NF } END { print m + 0 }' "$1"; }
 bpe_note="BPE tokens per source (what the positions count, without EOS): training at most \
 $(bpe_max "$WORK_DIR/prep/bpe/train.$SRC"), test at most $(bpe_max "$WORK_DIR/prep/bpe/test.$SRC")."
-first_arch=${ARCHS%% *}
-max_update=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/$first_arch/.done")
+names=()
+for entry in $ARCHS; do names+=("${entry%%=*}"); done  # a run is ARCH or NAME=ARCH (run.sh)
+max_update=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/${names[0]}/.done")
 model_note="Models: sample.sh's, $max_update updates, identical settings for every arch; \
 training pairs: $(line_count "$RAW/train.$SRC") of $(line_count "$SAMPLE_DIR/train.$SRC") sample pairs; \
 test set: make_sample_corpus.py seed $TEST_SEED, $PER_BUCKET sentences per bucket, none in the sample \
 (\`${RAW#"$REPO_ROOT"/}/README\`)."
 results=()
-for arch in $ARCHS; do results+=(--result "$arch=$WORK_DIR/eval/$arch/result.json"); done
+for name in "${names[@]}"; do results+=(--result "$name=$WORK_DIR/eval/$name/result.json"); done
 mkdir -p "$OUT_DIR"
 cd "$REPO_ROOT"  # paths in the table relative to the repository
 fairseq-rope-compare --src "$RAW/test.$SRC" "${results[@]}" --buckets "$BUCKETS" \
