@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# Length generalisation study: does a RoPE option hold up past the training lengths?
+# Length generalisation study: does a RoPE option hold up past the training lengths, and how do
+# RoPE and its options stand against ALiBi and the other relative encodings there?
 # The models of length_study.sh (sample settings, trained only on sources of at most
-# MAX_TRAIN_WORDS words): fairseq's transformer (the baseline) and rope_transformer; both again
-# trained with concatenations of CONCAT_PAIRS training pairs added to their data (Varis & Bojar
-# 2021); and rope_transformer trained with --rope-random-positions RANDOM_POSITIONS. Each RoPE
+# MAX_TRAIN_WORDS words): fairseq's transformer (the baseline), rope_transformer and the BASELINES
+# (ALiBi, T5's bias, Shaw's RPE); all of them again trained with concatenations of CONCAT_PAIRS
+# training pairs added to their data (Varis & Bojar 2021); and rope_transformer trained with
+# --rope-random-positions RANDOM_POSITIONS. Each RoPE
 # model is translated with every inference-time scaling of SCALINGS on a validation set
 # (length-stratified like the test set, another seed: VALID_SEED); per model the setting with the
 # best BLEU on the validation sentences longer than any training source is chosen there. The test
 # set is then translated once per model without scaling, with --rope-scaling auto, and with the
 # chosen setting, and compared per bucket with the baseline (paired bootstrap), with each run's
 # hyp/ref length ratio and share of outputs that repeat a word 4+ times in a row.
-# Offline, CPU, about 35 minutes on 2 cores.
+# The output notes the percentiles of the training sources' lengths: --rope-scaling auto's L is the
+# single longest one. Offline, CPU, about an hour on 2 cores.
 #
 #   MAX_TRAIN_WORDS, BUCKETS, PER_BUCKET, TEST_SEED   as length_study.sh (15; 10,15,20,25,30,40; 100; 2)
 #   VALID_SEED         3: make_sample_corpus.py seed of the validation set
 #   RANDOM_POSITIONS   256: training positions drawn from [0, 256) (training sources have <= 30 tokens); 0: no such model
 #   CONCAT_PAIRS       2: pairs per added concatenation (prepare.sh's CONCAT_PAIRS); 1: no such models
+#   BASELINES          "alibi_transformer t5bias_transformer rpe_transformer": other architectures trained
+#                      and tested beside them, with and without the concatenations ("" for none)
 #   SCALINGS           "none auto linear:2 linear:3 ntk:2 ntk:3 yarn:2 yarn:3" (scaling:factor; yarn's
 #                      training length L is the model's longest training source in BPE tokens + its EOS;
 #                      auto reads L from the checkpoint)
@@ -33,6 +38,11 @@ VALID_SEED=${VALID_SEED:-3}
 RANDOM_POSITIONS=${RANDOM_POSITIONS:-256}
 CONCAT_PAIRS=${CONCAT_PAIRS:-2}
 SCALINGS=${SCALINGS:-none auto linear:2 linear:3 ntk:2 ntk:3 yarn:2 yarn:3}
+BASELINES=${BASELINES-alibi_transformer t5bias_transformer rpe_transformer}
+for arch in $BASELINES; do
+  [[ "$arch" =~ ^[a-z0-9_]+$ ]] && [ "$arch" != transformer ] && [ "$arch" != rope_transformer ] \
+    || die "BASELINES: '$arch' must be an architecture other than transformer and rope_transformer"
+done
 need_int MAX_TRAIN_WORDS "$MAX_TRAIN_WORDS" 1
 need_int VALID_SEED "$VALID_SEED" 0
 need_int RANDOM_POSITIONS "$RANDOM_POSITIONS" 0
@@ -47,7 +57,7 @@ export MAX_TRAIN_WORDS BUCKETS PER_BUCKET TEST_SEED
 start=$SECONDS
 
 # 1. baseline and RoPE (length_study.sh: corpus, training, test translations without scaling)
-OUT_DIR=$WORK_DIR ARCHS="transformer rope_transformer" CONCAT_PAIRS=1 bash "$RECIPE_DIR/length_study.sh"
+OUT_DIR=$WORK_DIR ARCHS="transformer rope_transformer $BASELINES" CONCAT_PAIRS=1 bash "$RECIPE_DIR/length_study.sh"
 models=(rope)
 declare -A DIRS=([rope]=$WORK_DIR)
 # 2. RoPE with random positions: the same corpus and settings in a work dir of its own
@@ -63,7 +73,7 @@ fi
 # 2b. both architectures with concatenations of CONCAT_PAIRS training pairs added (prepare.sh's CONCAT_PAIRS)
 if [ "$CONCAT_PAIRS" -gt 1 ]; then
   CONCAT_DIR=$WORK_DIR/concat$CONCAT_PAIRS
-  WORK_DIR=$CONCAT_DIR OUT_DIR=$CONCAT_DIR ARCHS="transformer rope_transformer" CONCAT_PAIRS=$CONCAT_PAIRS \
+  WORK_DIR=$CONCAT_DIR OUT_DIR=$CONCAT_DIR ARCHS="transformer rope_transformer $BASELINES" CONCAT_PAIRS=$CONCAT_PAIRS \
     bash "$RECIPE_DIR/length_study.sh"
   cmp -s "$WORK_DIR/data-bin/dict.$SRC.txt" "$CONCAT_DIR/data-bin/dict.$SRC.txt" \
     || die "the concatenated-pairs run has another dictionary than $WORK_DIR/data-bin: it cannot translate the validation set"
@@ -125,6 +135,10 @@ log "chosen on the validation set: $choice ($OUT_DIR/length_scaling_validation.m
 # 5. the test set, once per model: without scaling (length_study.sh's), with auto, with the chosen setting
 results=(--result "transformer=$WORK_DIR/eval/transformer/result.json")
 [ "$CONCAT_PAIRS" -gt 1 ] && results+=(--result "transformer_concat=$CONCAT_DIR/eval/transformer/result.json")
+for arch in $BASELINES; do
+  results+=(--result "${arch%_transformer}=$WORK_DIR/eval/$arch/result.json")
+  [ "$CONCAT_PAIRS" -gt 1 ] && results+=(--result "${arch%_transformer}_concat=$CONCAT_DIR/eval/$arch/result.json")
+done
 for pick in $choice; do
   model=${pick%%=*} chosen=${pick#*=}
   dir=${DIRS[$model]}
@@ -136,10 +150,21 @@ for pick in $choice; do
     results+=(--result "$model+${s/:/x}=$WORK_DIR/eval_test/$model-${s/:/}/result.json")
   done
 done
+# the training sources' lengths (BPE tokens + EOS): auto's L is the longest, whatever the tail
+percentiles() {
+  awk '{ print NF + 1 }' "$1" | sort -n | awk '{ v[NR] = $1 } END {
+    printf "median %d, 90th percentile %d, 99th percentile %d, longest %d (%d sources)",
+      v[int(NR * 0.5) + 1], v[int(NR * 0.9) + 1], v[int(NR * 0.99) + 1], v[NR], NR }'
+}
+length_note="Training sources in BPE tokens + EOS: $(percentiles "$WORK_DIR/prep/bpe/train.$SRC")"
+[ "$CONCAT_PAIRS" -gt 1 ] && length_note+="; with the concatenations: $(percentiles "$(ls "$CONCAT_DIR"/prep/bpe/train.concat*."$SRC" | head -n 1)")"
+length_note+=". --rope-scaling auto's L is the longest: a sentence gets YaRN only beyond it."
+log "$length_note"
 cd "$REPO_ROOT"
 fairseq-rope-compare --src "$WORK_DIR/raw/test.$SRC" --ref "$WORK_DIR/raw/test.$TGT" "${results[@]}" --buckets "$BUCKETS" \
   --train-max-words "$MAX_TRAIN_WORDS" --title "Length generalisation: trained on sources of at most $MAX_TRAIN_WORDS words" \
   --note "Settings chosen on a validation set of seed $VALID_SEED (length_scaling_validation.md); test set of seed $TEST_SEED translated once per chosen setting." \
+  --note "$length_note" \
   --note "rope_random: trained with --rope-random-positions $RANDOM_POSITIONS; *_concat: trained on the same pairs plus concatenations of $CONCAT_PAIRS pairs (sources up to $((CONCAT_PAIRS * MAX_TRAIN_WORDS)) words); yarn's L = the model's longest training source in tokens + EOS ($(longest_of "$WORK_DIR") tokens; concatenated data: twice or more); auto: L recorded in the checkpoint." \
   --out-md "$OUT_DIR/length_scaling_study.md" --out-png "$OUT_DIR/length_scaling_study.png" \
   --out-json "$WORK_DIR/length_scaling_study.json"
