@@ -39,7 +39,7 @@ class RelativePositionAttention(SelfAttention):
         self.needs_weights = not options.keys_only
         for table in (self.relative_keys, self.relative_values):
             if table is not None:
-                nn.init.normal_(table.weight, std=self.head_dim ** -0.5)
+                nn.init.normal_(table.weight, std=self.head_dim ** -0.5)  # as fairseq's Embedding()
 
     def distance_rows(self, past: int, T: int, S: int, device) -> Tensor:
         """T x S: the table row of clip(j - i, -k, k) (decoder: at most 0) for queries at past..past+T-1."""

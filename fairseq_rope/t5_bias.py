@@ -51,7 +51,7 @@ class T5RelativeBias(nn.Module):
         super().__init__()
         self.options, self.bidirectional = options, not causal
         self.relative_attention_bias = nn.Embedding(options.num_buckets, num_heads)
-        nn.init.normal_(self.relative_attention_bias.weight, std=num_heads ** -0.5)
+        nn.init.normal_(self.relative_attention_bias.weight, std=num_heads ** -0.5)  # as fairseq's Embedding()
 
     def forward(self, past: int, T: int, S: int) -> Tensor:
         device = self.relative_attention_bias.weight.device

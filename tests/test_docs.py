@@ -62,11 +62,21 @@ def test_commands_named_in_the_readme_are_installed():
 
 
 def test_model_flags_named_in_the_readme_exist():
-    parser = argparse.ArgumentParser()
-    RoPETransformerModel.add_args(parser)
-    flags = {option for action in parser._actions for option in action.option_strings}
-    named = set(re.findall(r"--(?:rope-[a-z-]*[a-z]|add-token-positional-embeddings)\b", read("README.md")))
-    assert len(named) >= 8 and named <= flags, named - flags
+    """Every --rope-*, --rpe-*, --t5bias-* flag the README and the position encodings page name is one
+    of the models' flags."""
+    from fairseq_rope.alibi import ALiBiTransformerModel
+    from fairseq_rope.shaw import ShawRPETransformerModel
+    from fairseq_rope.t5_bias import T5BiasTransformerModel
+
+    flags = set()
+    for model in (RoPETransformerModel, ShawRPETransformerModel, T5BiasTransformerModel, ALiBiTransformerModel):
+        parser = argparse.ArgumentParser(conflict_handler="resolve")
+        model.add_args(parser)
+        flags |= {option for action in parser._actions for option in action.option_strings}
+    pattern = r"--(?:rope-[a-z-]*[a-z]|rpe-[a-z-]*[a-z]|t5bias-[a-z-]*[a-z]|add-token-positional-embeddings)\b"
+    for page in ("README.md", "docs/position_encodings.md"):
+        named = set(re.findall(pattern, read(page)))
+        assert len(named) >= 3 and named <= flags, (page, named - flags)
 
 
 def test_recipe_variables_named_in_the_readme_exist():
