@@ -13,6 +13,13 @@ __version__ = "0.4.0"
 REQUIRED_FAIRSEQ = "fairseq-fixed==0.12.3.1"
 
 
+import logging  # noqa: E402
+
+# fairseq's text-to-speech task, which translation never uses, configures logging when fairseq is
+# imported and logs that tensorboardX is missing: a line that would open every command's output
+logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
+
+
 def _check_fairseq():
     """Fails early, and clearly, on a fairseq that cannot run this plugin."""
     hint = (

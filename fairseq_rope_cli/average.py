@@ -77,7 +77,6 @@ def average_checkpoints(inputs, log=print):
     sums = collections.OrderedDict()
     dtypes = {}
     for path in inputs:
-        log(f"[{PROG}] reading {path}")
         try:
             state = load_checkpoint(path)
         except CheckpointError as error:

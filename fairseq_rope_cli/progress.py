@@ -90,6 +90,7 @@ class Progress:
 
     def __init__(self, command, total):
         self.start, self.total, self.max_update = time.monotonic(), total, max_update(command)
+        self.name = os.path.basename(command[0])
         self.sentences = 0
         self.update = self.first_update = self.first_update_time = None
         self.train_loss = self.valid_loss = None
@@ -112,15 +113,15 @@ class Progress:
         if kind == "train_inner":
             self.train_loss = stats.get("loss", self.train_loss)
 
-    def line(self):
+    def line(self, finished=False):
         elapsed = time.monotonic() - self.start
+        if self.total is None and self.update is None:  # neither fairseq-train nor a translation
+            return f"{self.name} {'finished in' if finished else 'running, elapsed'} {duration(elapsed)}"
         if self.total is not None:
             rate = self.sentences / elapsed if elapsed > 0 else 0.0
             left = f", left ~{duration((self.total - self.sentences) / rate)}" if rate and self.sentences < self.total else ""
             return (f"sentences {self.sentences}/{self.total} ({self.sentences / self.total:.0%}), {rate:.1f} sentences/s, "
                     f"elapsed {duration(elapsed)}{left}")
-        if self.update is None:
-            return f"starting (elapsed {duration(elapsed)})"
         parts = [f"update {self.update}" + (f"/{self.max_update} ({self.update / self.max_update:.0%})" if self.max_update else "")]
         if self.train_loss is not None:
             parts.append(f"train loss {self.train_loss}")
@@ -199,7 +200,7 @@ def run(args, process):
     if out_path:
         os.replace(out_path, args.stdout)
     if not args.verbose:
-        say(progress.line())
+        say(progress.line(finished=True))
     return 0
 
 

@@ -158,10 +158,11 @@ def main(argv=None):
     write_json(json_path, result)
 
     name = args.run_name or args.arch or "model"
-    print(f"[{PROG}] {name}: {len(refs)} sentences; test set: {args.test_set or args.ref}; raw reference {args.ref}", file=sys.stderr)
-    print(f"[{PROG}] {name}: sacreBLEU {sacre.score:.2f}  ({sacre})", file=sys.stderr)
-    print(f"[{PROG}] {name}: sacreBLEU signature: {signature} | test set: {args.test_set or args.ref}", file=sys.stderr)
-    print(f"[{PROG}] {name}: tokenized, compound-split BLEU (fairseq's convention) {tok_bleu.score:.2f}  ({tok_bleu})", file=sys.stderr)
+    print(f"[{PROG}] {name}: sacreBLEU {sacre.score:.2f}, tokenized, compound-split BLEU (fairseq's convention) "
+          f"{tok_bleu.score:.2f}; {len(refs)} sentences, hyp/ref length {sacre.sys_len / max(sacre.ref_len, 1):.3f}",
+          file=sys.stderr)
+    print(f"[{PROG}] {name}: sacreBLEU signature: {signature} | test set: {args.test_set or args.ref} "
+          f"(raw reference {args.ref})", file=sys.stderr)
     print(f"[{PROG}] {name}: hypotheses {detok_path}; result {json_path}", file=sys.stderr)
 
 

@@ -108,10 +108,9 @@ elif [ "$BACKEND" = ctranslate2 ]; then
     --threads "$CT2_THREADS" --batch-size "$CT2_BATCH_SIZE" --info-json "$GEN.info.json"
   tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 else
-  log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $GEN"
+  log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $GEN (log: $EVAL_DIR/generate.log)"
   overrides=()
   [ -z "$MODEL_OVERRIDES" ] || overrides=(--model-overrides "$MODEL_OVERRIDES")
-  log "  fairseq-generate's log: $EVAL_DIR/generate.log"
   if ! logged "$EVAL_DIR/generate.log" --stdout "$GEN" --total "$(line_count "$REF")" -- \
       fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
       --gen-subset "$GEN_SUBSET" --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$remove_bpe" \
@@ -121,7 +120,6 @@ else
       > /dev/null || true
     die "cannot translate with $CHECKPOINT (see above)"
   fi
-  tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 fi
 echo "$gen_settings" > "$GEN.settings.tmp" && mv -f "$GEN.settings.tmp" "$GEN.settings"
 fields=(--set "beam=$BEAM" --set "lenpen=$LENPEN" --set "tokenizer=$TOKENIZER" --set "backend=$BACKEND")

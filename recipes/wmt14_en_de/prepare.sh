@@ -55,6 +55,7 @@ need_int WORKERS "$WORKERS" 1
 need_cmd "$PYTHON" "set PYTHON or activate the virtual environment"
 need_cmd fairseq-preprocess "pip install fairseq-fixed"
 need_cmd fairseq-rope-prep "$ROPE_HINT"
+need_cmd fairseq-rope-progress "$ROPE_HINT"
 [ "$TOKENIZER" = spm ] || need_cmd subword-nmt "pip install subword-nmt"
 
 if [ -z "${RAW_DIR:-}" ]; then
@@ -92,11 +93,11 @@ log "raw text: $RAW_DIR; intermediate files: $PREP_DIR; binaries: $DATA_BIN"
 
 # 1. normalize punctuation + tokenize (Moses rules via sacremoses, in parallel)
 mkdir -p "$PREP_DIR/tok"
+log "tokenizing $RAW_DIR/{train,valid,test}.{$SRC,$TGT} -> $PREP_DIR/tok ($WORKERS workers)"
 for split in train valid test; do
   for lang in $SRC $TGT; do
     out=$PREP_DIR/tok/$split.$lang
     if [ -f "$out" ]; then log "tokenized already: $out"; continue; fi
-    log "tokenizing $RAW_DIR/$split.$lang -> $out ($WORKERS workers)"
     fairseq-rope-prep tokenize --lang "$lang" -i "$RAW_DIR/$split.$lang" -o "$out" --workers "$WORKERS"
   done
 done
@@ -122,15 +123,15 @@ if [ "$TOKENIZER" = bpe ]; then
     log "learning $BPE_MERGES joint BPE merges -> $SUB/codes"
     subword-nmt learn-joint-bpe-and-vocab --input "$PREP_DIR/clean/train.$SRC" "$PREP_DIR/clean/train.$TGT" \
       -s "$BPE_MERGES" -o "$SUB/codes.tmp" --write-vocabulary "$SUB/vocab.$SRC.tmp" "$SUB/vocab.$TGT.tmp" \
-      2>&1 | tr '\r' '\n' | grep -v '^ *$' | tail -n 1 >&2  # its progress bar, last state only
+      2>&1 | tr '\r' '\n' | grep -v '^ *$' | tail -n 1 > "$PREP_DIR/learn-bpe.log"  # its progress bar, last state
     mv -f "$SUB/vocab.$SRC.tmp" "$SUB/vocab.$SRC"; mv -f "$SUB/vocab.$TGT.tmp" "$SUB/vocab.$TGT"
     mv -f "$SUB/codes.tmp" "$SUB/codes"
   fi
+  log "applying BPE -> $SUB/{train,valid,test}.{$SRC,$TGT}"
   for split in train valid test; do
     for lang in $SRC $TGT; do
       out=$SUB/$split.$lang
       [ -f "$out" ] && continue
-      log "applying BPE to $(input_of $split $lang) -> $out"
       subword-nmt apply-bpe -c "$SUB/codes" --vocabulary "$SUB/vocab.$lang" \
         --vocabulary-threshold "$BPE_VOCAB_THRESHOLD" --num-workers "$WORKERS" \
         -i "$(input_of $split $lang)" -o "$out.tmp"
@@ -177,13 +178,16 @@ if [ ! -f "$DATA_BIN/recipe.env" ]; then
   if [ "$CONCAT_PAIRS" -gt 1 ]; then
     # the dictionary of the pairs alone (the concatenations add no symbol), so that a model trained
     # with them has the same vocabulary, in the same order, as one trained without
-    fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" --trainpref "$SUB/train" --dict-only \
-      --destdir "$DATA_BIN.dict" --joined-dictionary --workers "$WORKERS" 2>&1 | tail -n 1 >&2
+    logged "$PREP_DIR/preprocess.log" -- fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
+      --trainpref "$SUB/train" --dict-only --destdir "$DATA_BIN.dict" --joined-dictionary --workers "$WORKERS" \
+      || die "fairseq-preprocess failed: see $PREP_DIR/preprocess.log"
     dict_args=(--srcdict "$DATA_BIN.dict/dict.$SRC.txt")
   fi
-  fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
+  logged "$PREP_DIR/preprocess.log" -- fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
     --trainpref "$train_pref" --validpref "$SUB/valid" --testpref "$SUB/test" "${dict_args[@]}" \
-    --destdir "$DATA_BIN.tmp" --joined-dictionary --workers "$WORKERS" 2>&1 | tail -n 6 >&2
+    --destdir "$DATA_BIN.tmp" --joined-dictionary --workers "$WORKERS" \
+    || die "fairseq-preprocess failed: see $PREP_DIR/preprocess.log"
+  { grep -h "replaced (by" "$PREP_DIR/preprocess.log" || true; } | tail -n 6 | sed -E "s/^.*(\[[^]]+\] )/[$STEP] \1/" >&2
   rm -rf "$DATA_BIN.dict"
   cp "$SUB"/codes "$SUB"/spm.model "$DATA_BIN.tmp/" 2>/dev/null || true
   cat > "$DATA_BIN.tmp/recipe.env" <<EOF

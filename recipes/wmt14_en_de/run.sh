@@ -45,9 +45,8 @@ need_int THREADS_PER_RUN "$THREADS_PER_RUN" 1
 unset RUN_NAME SAVE_DIR EVAL_DIR CHECKPOINT AVG_CHECKPOINT  # set per architecture below
 export WORK_DIR
 
-stage() {  # stage NAME SCRIPT [VAR=VALUE...]
+stage() {  # stage NAME SCRIPT [VAR=VALUE...]: the script says what it starts; its end and time here
   local name=$1 script=$2 start=$SECONDS; shift 2
-  log "=== $name ($script) ==="
   env "$@" bash "$RECIPE_DIR/$script"
   log "=== $name: done in $((SECONDS - start)) s ==="
 }
