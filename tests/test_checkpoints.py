@@ -1,6 +1,7 @@
 """Checkpoints with numpy arrays (fairseq's --eval-bleu counts) load weights-only across numpy 1.26 and 2."""
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -59,3 +60,19 @@ print("ok")
         with zipfile.ZipFile(path) as archive:
             pickle = archive.read(next(n for n in archive.namelist() if n.endswith("data.pkl")))
         assert name in pickle, path  # each file names _reconstruct the way its numpy does
+
+
+@pytest.mark.parametrize("iterations_in_epoch, name", [(0, "checkpoint_1_16.pt"), (3, "checkpoint_2_16.pt")])
+def test_final_name_is_the_epoch_the_last_update_belongs_to(tmp_path, iterations_in_epoch, name):
+    """fairseq saves the state after an epoch's last update with the next epoch and 0 iterations in
+    it: that update belongs to the epoch before; mid-epoch, to the epoch it names."""
+    from conftest import run_main
+    from fairseq_rope_cli import checkpoint
+
+    state = {"model": {}, "optimizer_history": [{"num_updates": 16}],
+             "extra_state": {"train_iterator": {"epoch": 2, "iterations_in_epoch": iterations_in_epoch}}}
+    torch.save(state, tmp_path / "checkpoint_last.pt")
+    proc = run_main(checkpoint.main, "final-name", tmp_path / "checkpoint_last.pt", "--max-update", 16)
+    assert proc.returncode == 0 and json.loads(proc.stdout) == {"name": name}, proc
+    proc = run_main(checkpoint.main, "final-name", tmp_path / "checkpoint_last.pt", "--max-update", 20)
+    assert json.loads(proc.stdout) == {"name": None}  # the run did not reach --max-update

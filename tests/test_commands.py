@@ -22,6 +22,7 @@ COMMANDS = {  # command: module, words its --help must show
                                                    "--lenpen", "--remove-bpe", "--compute-type", "--threads",
                                                    "--info-json"]),
     "fairseq-rope-checkpoint": ("checkpoint", ["resume", "final-name", "fits", "SAVE_DIR"]),
+    "fairseq-rope-progress": ("progress", ["--log", "--stdout", "--total", "--interval", "--verbose", "--max-update"]),
 }
 
 
@@ -106,6 +107,9 @@ def bad_inputs(tmp):
         (["fairseq-rope-checkpoint", "final-name", str(damaged), "--max-update", "5"], [str(damaged), "not a readable"]),
         (["fairseq-rope-checkpoint", "fits", str(damaged), "--data-bin", str(tmp)], [str(damaged), "not a readable"]),
         (["fairseq-rope-checkpoint", "fits", str(damaged), "--data-bin", missing], ["--data-bin", missing]),
+        (["fairseq-rope-progress", "--log", str(tmp / "x.log")], ["no command given"]),
+        (["fairseq-rope-progress", "--log", str(tmp / "x.log"), "--total", "0", "--", "true"], ["--total", "got 0"]),
+        (["fairseq-rope-progress", "--log", str(tmp / "x.log"), "--", missing], [missing]),
     ]
 
 

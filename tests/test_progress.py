@@ -98,3 +98,14 @@ def test_verbose_streams_everything(tmp_path):
 def test_bad_input_is_named(tmp_path, args, message):
     proc = run_main(progress.main, *[str(tmp_path / a) if a == "x.log" else a for a in args])
     assert proc.returncode == 1 and message in proc.stderr
+
+
+def test_speed_and_time_left_count_from_the_first_update_seen(monkeypatch):
+    """updates/s is measured from the first update this command saw (not from its start, which
+    includes fairseq's start-up), and the time left is the remaining updates at that speed."""
+    clock = iter([100.0, 110.0, 112.0, 112.0])  # start; first log line (update 10); update 50; now
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    state = progress.Progress(["fairseq-train", "--max-update", "250"], None)
+    state.read('| INFO | train_inner | {"loss": "5.0", "num_updates": "10"}', "stderr")
+    state.read('| INFO | train_inner | {"loss": "4.0", "num_updates": "50"}', "stderr")
+    assert state.line() == "update 50/250 (20%), train loss 4.0, 20.00 updates/s, elapsed 0m12s, left ~0m10s"
