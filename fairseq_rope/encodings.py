@@ -140,7 +140,19 @@ class DecoderLayer(TransformerDecoderLayerBase):
                                                     **fairseq_attention_args(self, cfg))
 
 
-class Encoder(TransformerEncoderBase):
+class RelativePositions:
+    """Encoder and decoder without additive positions unless asked for: no length limit of their own,
+    and a checkpoint's additive positions dropped (a baseline's, for fine-tuning)."""
+
+    def max_positions(self):
+        return super().max_positions() if self.embed_positions is not None else UNBOUNDED_POSITIONS
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        drop_additive_positions(self, state_dict, name)
+        return super().upgrade_state_dict_named(state_dict, name)
+
+
+class Encoder(RelativePositions, TransformerEncoderBase):
     """fairseq's encoder; its layers' self-attention is the encoding's, and a stack bias is computed
     once per forward (positions: the slot index 0 .. T-1, so left padding shifts all of them)."""
 
@@ -156,15 +168,9 @@ class Encoder(TransformerEncoderBase):
     def build_encoder_layer(self, cfg):
         return wrap_layer(EncoderLayer(cfg, return_fc=self.return_fc), cfg)
 
-    def max_positions(self):
-        return super().max_positions() if self.embed_positions is not None else UNBOUNDED_POSITIONS
-
-    def upgrade_state_dict_named(self, state_dict, name):
-        drop_additive_positions(self, state_dict, name)
-        return super().upgrade_state_dict_named(state_dict, name)
 
 
-class Decoder(TransformerDecoderBase):
+class Decoder(RelativePositions, TransformerDecoderBase):
     """fairseq's decoder; its layers' self-attention is the encoding's (causal). Decoding
     incrementally, fairseq feeds the last of the n tokens so far: its query is at n - 1 and the keys
     at 0 .. n-1, as fairseq's own position embeddings count."""
@@ -183,12 +189,6 @@ class Decoder(TransformerDecoderBase):
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return wrap_layer(DecoderLayer(cfg, no_encoder_attn), cfg)
 
-    def max_positions(self):
-        return super().max_positions() if self.embed_positions is not None else UNBOUNDED_POSITIONS
-
-    def upgrade_state_dict_named(self, state_dict, name):
-        drop_additive_positions(self, state_dict, name)
-        return super().upgrade_state_dict_named(state_dict, name)
 
 
 class EncodingTransformerModel(TransformerModel):
