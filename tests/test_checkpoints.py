@@ -14,14 +14,18 @@ import torch
 from fairseq_rope.checkpoints import load_checkpoint
 
 NUMPY_1 = "numpy==1.26.4"
+# fairseq imports scikit-learn, which imports scipy: the newest scipy (1.18) needs numpy 2, so the numpy 1
+# environment gets the last scipy that runs on numpy 1.26 beside it, as a user's numpy-1 environment has
+SCIPY_FOR_NUMPY_1 = "scipy==1.17.1"
 
 
 @pytest.fixture(scope="module")
 def numpy_1(tmp_path_factory):
-    """A directory that puts numpy 1.26 first on PYTHONPATH (pip from the package index)."""
+    """A directory that puts numpy 1.26 (and a scipy for it) first on PYTHONPATH (pip from the package index)."""
     target = tmp_path_factory.mktemp("numpy1")
     result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-                             "--only-binary=:all:", "--target", str(target), NUMPY_1], capture_output=True, text=True)
+                             "--only-binary=:all:", "--target", str(target), NUMPY_1, SCIPY_FOR_NUMPY_1],
+                            capture_output=True, text=True)
     if result.returncode:
         pytest.skip(f"could not install {NUMPY_1} from the package index: {result.stderr.strip()[-300:]}")
     return target
