@@ -194,8 +194,7 @@ def load_model(checkpoint: str, data_bin: str, source_lang=None, target_lang=Non
     from fairseq import models, tasks
     from fairseq.data.data_utils import infer_language_pair
 
-    from . import alibi, model, shaw, t5_bias  # noqa: F401  registers the models
-
+    # (the models are registered: importing this module imported the fairseq_rope package)
     state = load_checkpoint(checkpoint)
     args = checkpoint_args(state, checkpoint)
     args.data = data_bin

@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 from typing import ClassVar, Optional
 
-import torch
 from torch import Tensor, nn
 from fairseq.models import register_model_architecture
 from fairseq.models.transformer import (

@@ -138,7 +138,7 @@ def test_verbose_streams_fairseqs_output_and_a_failure_shows_the_logs_end(recipe
     log = recipe["work"] / "checkpoints" / "bad" / "train.log"
     proc = step("train.sh", dict(recipe["env"], ARCH="rope_transformer", RUN_NAME="bad", MAX_UPDATE="2",
                                  EXTRA_TRAIN_ARGS=recipe["env"]["EXTRA_TRAIN_ARGS"] + " --rope-dim 3"), ok=False)
-    assert f"FAILED (exit status 1): fairseq-train; the last" in proc.stderr and f"lines of {log}:" in proc.stderr
+    assert "FAILED (exit status 1): fairseq-train; the last" in proc.stderr and f"lines of {log}:" in proc.stderr
     assert "--rope-dim must be an even number >= 2" in proc.stderr  # the end of the log, on the terminal
     assert f"training bad failed: see {log}" in proc.stderr
     assert "--rope-dim must be an even number >= 2" in log.read_text()
