@@ -171,6 +171,20 @@ def test_named_runs_carry_their_own_flags(recipe):
                [("transformer", "transformer"), ("learned", "transformer"), ("rpe_keys", "rpe_transformer")])
 
 
+def test_figures_compare_named_runs_against_the_first(recipe, tmp_path):
+    """sample_figures.sh (what sample_comparison.sh runs) with named runs: the comparison table has a
+    row per run with its p-value against the first run, and the figures are written under NAME."""
+    env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}  # sample.sh adds MODEL_ARGS itself
+    env.update(ARCHS="transformer learned=transformer", ARGS_learned="--encoder-learned-pos --decoder-learned-pos",
+               PARALLEL_RUNS="1", OUT_DIR=str(tmp_path), NAME="cmp", TITLE="Tiny")
+    step("sample_figures.sh", env)
+    table = (tmp_path / "cmp_by_length.md").read_text()
+    assert table.startswith("## Tiny: quality by source length")
+    assert re.search(r"^\| transformer \| [\d.]+ ± [\d.]+ \|", table, re.M)
+    assert re.search(r"^\| learned \| [\d.]+ ± [\d.]+ \([+-][\d.]+, p=[\d.]+", table, re.M)
+    assert (tmp_path / "cmp_by_length.png").stat().st_size > 0 and (tmp_path / "cmp_curves.png").stat().st_size > 0
+
+
 @pytest.mark.parametrize("extra, message", [
     (dict(ARCHS="transformer x=transformer", ARGS_y="--dropout 0"),
      "ARGS_y is set, but no run in ARCHS is named 'y'"),
