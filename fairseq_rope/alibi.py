@@ -14,8 +14,8 @@ uses the paper's causal form, -m_h (i - j) for j <= i. The encoder's uses the sy
 the encoder cannot tell left from right: reversing a source reverses its encoder states, and
 cross-attention (fairseq's, without positions) cannot tell the two apart; word order reaches the
 decoder only through the words themselves. ``--add-token-positional-embeddings`` adds fairseq's
-sinusoidal positions to both stacks for a model that needs the direction. The bias is the same for
-every layer of a stack: computed once per forward (:class:`ALiBiBias`) and handed to each layer.
+sinusoidal positions to both stacks for a model that needs the direction. The bias is the same
+function of positions in every layer of a stack: one :class:`ALiBiBias` per stack, evaluated by each layer.
 Registered as ``alibi_transformer`` and its sizes.
 """
 
@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 from fairseq.models import register_model
 
-from .encodings import EncodingTransformerModel, PositionEncoding, register_architectures
+from .encodings import EncodingTransformerModel, StackBias, register_architectures
 
 
 def alibi_slopes(num_heads: int) -> List[float]:
@@ -42,8 +42,9 @@ def alibi_slopes(num_heads: int) -> List[float]:
 
 class ALiBiBias(nn.Module):
     """-m_h |i - j| (symmetric, encoder) or -m_h (i - j) (causal, decoder) for queries at past .. past+T-1
-    and keys 0 .. S-1, 1 x H x T x S in the dtype of the model. No parameters: the slopes are a
-    buffer that checkpoints do not store."""
+    and keys 0 .. S-1, 1 x H x T x S in the dtype of the model: the product is formed in float32 and
+    rounded once (in bfloat16 a distance of 257 is not representable). No parameters: the slopes are
+    a buffer that checkpoints do not store."""
 
     def __init__(self, num_heads: int, causal: bool):
         super().__init__()
@@ -56,11 +57,12 @@ class ALiBiBias(nn.Module):
         distance = i[:, None] - j[None, :]  # T x S
         # causal: j > i is masked by the decoder's future mask, whatever its bias
         distance = distance.clamp(min=0) if self.causal else distance.abs()
-        return -(self.slopes[:, None, None] * distance.to(self.slopes.dtype)).unsqueeze(0)
+        bias = -(self.slopes.float()[:, None, None] * distance.float())
+        return bias.to(self.slopes.dtype).unsqueeze(0)
 
 
 @dataclass(frozen=True)
-class ALiBi(PositionEncoding):
+class ALiBi(StackBias):
     """ALiBi has no options: its slopes follow from the number of heads."""
 
     prefix = "alibi"

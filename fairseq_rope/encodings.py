@@ -9,14 +9,19 @@ cross-attention left as it is), no additive position embeddings unless
 
 An encoding is a frozen dataclass subclassing :class:`PositionEncoding`: each field is the flag
 ``--<prefix>-<field>`` with its default, checked once when the model is built. It builds the
-self-attention of a layer (:meth:`PositionEncoding.build_self_attention`) and, for a bias shared by the
-layers of a stack (T5, ALiBi), the module that computes it once per forward
-(:meth:`PositionEncoding.build_position_bias`), which the stack hands to each layer's :class:`StackBiasAttention`.
+self-attention of a layer (:meth:`PositionEncoding.build_self_attention`: fairseq's attention, with
+the encoding's hooks if it has any) and says which of fairseq's features it cannot run with
+(``refused_features``). An encoding whose logit bias is shared by the layers of a stack (T5, ALiBi)
+subclasses :class:`StackBias`: each stack owns the bias module (:meth:`StackBias.build_position_bias`,
+saved once, as ``encoder.position_bias``) and every layer's :class:`StackBiasAttention` evaluates it
+for its own queries and keys. Nothing is handed to the layers per forward, so that fairseq's
+LayerDrop (which samples the layers it runs) and activation checkpointing (which runs a layer's
+forward again in the backward) see the same model as a plain forward.
 """
 
-import contextlib
 import dataclasses
-from typing import ClassVar, Optional
+import logging
+from typing import Callable, ClassVar, Dict, Optional
 
 from torch import Tensor, nn
 from fairseq.models import register_model_architecture
@@ -31,12 +36,16 @@ from fairseq.models.transformer import (
 )
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 
-from .model import UNBOUNDED_POSITIONS, drop_additive_positions, wrap_layer
-from .self_attention import SelfAttention
+from .model import UNBOUNDED_POSITIONS, drop_additive_positions, refuse_features, wrap_layer
+from .self_attention import SELF_ATTENTION_ONLY, SelfAttention
+
+logger = logging.getLogger(__name__)
 
 # fairseq's sizes: architecture <model><suffix> = fairseq's transformer<suffix> with this encoding
 SIZES = {"": base_architecture, "_wmt_en_de": transformer_wmt_en_de,
          "_wmt_en_de_big": transformer_wmt_en_de_big, "_iwslt_de_en": transformer_iwslt_de_en}
+# fairseq's MultiheadAttention parameters: whatever else a self-attention holds is its encoding's
+FAIRSEQ_ATTENTION = ("q_proj", "k_proj", "v_proj", "out_proj", "bias_k", "bias_v")
 
 
 class PositionEncoding:
@@ -44,18 +53,18 @@ class PositionEncoding:
 
     prefix: ClassVar[str]  # of the flags and of the args: --<prefix>-<field>, args.<prefix>_<field>
     title: ClassVar[str]  # of the flags' group in --help
+    # fairseq features (args names) the encoding cannot run with, and why: refused when the model is built
+    refused_features: ClassVar[Dict[str, str]] = SELF_ATTENTION_ONLY
 
     def fail(self, field: str, what: str):
         raise ValueError(f"--{self.prefix}-{field.replace('_', '-')} {what}; got {getattr(self, field)!r}")
 
     def build_self_attention(self, embed_dim: int, num_heads: int, causal: bool, **fairseq_args) -> SelfAttention:
         """The self-attention of one layer (``fairseq_args``: dropout, q_noise, qn_block_size)."""
-        return StackBiasAttention(embed_dim, num_heads, causal=causal, **fairseq_args)
+        return SelfAttention(embed_dim, num_heads, causal=causal, **fairseq_args)
 
     def build_position_bias(self, num_heads: int, causal: bool) -> Optional[nn.Module]:
-        """The module computing a logit bias once per forward of a stack, for all its layers: called
-        as ``module(past, T, S)`` -> 1 x H x T x S for queries at past .. past+T-1 and keys 0 .. S-1.
-        None: the layers' attention needs none."""
+        """The module of a logit bias shared by the layers of a stack, or None (see :class:`StackBias`)."""
         return None
 
     @classmethod
@@ -88,37 +97,35 @@ class PositionEncoding:
                       for field in dataclasses.fields(cls)})
 
 
-class StackBiasAttention(SelfAttention):
-    """Self-attention whose logits get the bias its stack computed for this forward (T5, ALiBi)."""
+class StackBias(PositionEncoding):
+    """An encoding whose logit bias is the same function of positions in every layer of a stack (T5's
+    table, ALiBi's slopes): the stack owns one module for it, which each layer evaluates."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.stack_bias: Optional[Tensor] = None  # 1 x H x T x S, set by the stack for one forward
+    def build_self_attention(self, embed_dim: int, num_heads: int, causal: bool, **fairseq_args) -> SelfAttention:
+        return StackBiasAttention(embed_dim, num_heads, causal=causal, **fairseq_args)
+
+    def build_position_bias(self, num_heads: int, causal: bool) -> nn.Module:
+        """The stack's bias: called as ``module(past, T, S)`` -> 1 x H x T x S for queries at
+        past .. past+T-1 and keys 0 .. S-1."""
+        raise NotImplementedError
+
+
+class StackBiasAttention(SelfAttention):
+    """Self-attention whose logits get its stack's bias (T5, ALiBi), evaluated for its own queries
+    and keys: in every layer that runs, and again when activation checkpointing recomputes one."""
+
+    stack_bias: Optional[Callable[[int, int, int], Tensor]] = None  # the stack's module, see use_stack_bias
+
+    def use_stack_bias(self, position_bias: nn.Module):
+        """Called once by the stack that owns ``position_bias``. Kept as its bound ``forward``, not as
+        a submodule, so that the bias is a parameter of the stack only (saved once, updated once)."""
+        self.stack_bias = position_bias.forward
 
     def position_logits(self, q: Tensor, past: int, S: int) -> Tensor:
-        bias = self.stack_bias
-        if bias is None or bias.shape[-2:] != (q.size(2), S):
-            raise RuntimeError(f"{type(self).__name__} needs the bias of its encoder or decoder for "
-                               f"{q.size(2)} queries x {S} keys; got {None if bias is None else tuple(bias.shape)}")
-        return bias
-
-
-@contextlib.contextmanager
-def bias_for_layers(coder, past: int, T: int, S: int):
-    """Computes the stack's bias once (queries at past .. past+T-1, keys 0 .. S-1) and gives it to
-    every layer's self-attention for one forward."""
-    if coder.position_bias is None:
-        yield
-        return
-    bias = coder.position_bias(past, T, S)
-    attentions = [layer.self_attn for layer in coder.layers]
-    for attention in attentions:
-        attention.stack_bias = bias
-    try:
-        yield
-    finally:
-        for attention in attentions:
-            attention.stack_bias = None
+        if self.stack_bias is None:
+            raise RuntimeError(f"{type(self).__name__} is a layer of an encoder or decoder that owns its position "
+                               "bias; built alone it has none")
+        return self.stack_bias(past, q.size(2), S)
 
 
 def fairseq_attention_args(layer, cfg):
@@ -128,7 +135,7 @@ def fairseq_attention_args(layer, cfg):
 class EncoderLayer(TransformerEncoderLayerBase):
     def build_self_attention(self, embed_dim, cfg):
         return cfg.position_encoding.build_self_attention(embed_dim, cfg.encoder.attention_heads, causal=False,
-                                                    **fairseq_attention_args(self, cfg))
+                                                          **fairseq_attention_args(self, cfg))
 
 
 class DecoderLayer(TransformerDecoderLayerBase):
@@ -136,12 +143,20 @@ class DecoderLayer(TransformerDecoderLayerBase):
         if add_bias_kv or add_zero_attn:
             raise ValueError("add_bias_kv/add_zero_attn are not supported with relative position encodings")
         return cfg.position_encoding.build_self_attention(embed_dim, cfg.decoder.attention_heads, causal=True,
-                                                    **fairseq_attention_args(self, cfg))
+                                                          **fairseq_attention_args(self, cfg))
 
 
 class RelativePositions:
     """Encoder and decoder without additive positions unless asked for: no length limit of their own,
-    and a checkpoint's additive positions dropped (a baseline's, for fine-tuning)."""
+    and a checkpoint's additive positions dropped (a baseline's, for fine-tuning). The stack's
+    position bias, if its encoding has one, is built here and given to every layer's self-attention."""
+
+    def build_position_bias(self, cfg, num_heads: int, causal: bool):
+        self.position_bias = cfg.position_encoding.build_position_bias(num_heads, causal)
+        if self.position_bias is not None:
+            for module in self.modules():  # every layer, whatever LayerDrop samples
+                if isinstance(module, StackBiasAttention):
+                    module.use_stack_bias(self.position_bias)
 
     def max_positions(self):
         return super().max_positions() if self.embed_positions is not None else UNBOUNDED_POSITIONS
@@ -152,21 +167,15 @@ class RelativePositions:
 
 
 class Encoder(RelativePositions, TransformerEncoderBase):
-    """fairseq's encoder; its layers' self-attention is the encoding's, and a stack bias is computed
-    once per forward (positions: the slot index 0 .. T-1, so left padding shifts all of them)."""
+    """fairseq's encoder; its layers' self-attention is the encoding's (positions: the slot index
+    0 .. T-1, so left padding shifts all of them)."""
 
     def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
-        self.position_bias = cfg.position_encoding.build_position_bias(cfg.encoder.attention_heads, causal=False)
-
-    def forward(self, src_tokens, *args, **kwargs):
-        T = src_tokens.size(1)
-        with bias_for_layers(self, 0, T, T):
-            return super().forward(src_tokens, *args, **kwargs)
+        self.build_position_bias(cfg, cfg.encoder.attention_heads, causal=False)
 
     def build_encoder_layer(self, cfg):
         return wrap_layer(EncoderLayer(cfg, return_fc=self.return_fc), cfg)
-
 
 
 class Decoder(RelativePositions, TransformerDecoderBase):
@@ -177,17 +186,24 @@ class Decoder(RelativePositions, TransformerDecoderBase):
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
                          output_projection=output_projection)
-        self.position_bias = cfg.position_encoding.build_position_bias(cfg.decoder.attention_heads, causal=True)
-
-    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, *args, **kwargs):
-        n = prev_output_tokens.size(1)
-        past = n - 1 if incremental_state is not None else 0
-        with bias_for_layers(self, past, n - past, n):
-            return super().extract_features(prev_output_tokens, encoder_out, incremental_state, *args, **kwargs)
+        self.build_position_bias(cfg, cfg.decoder.attention_heads, causal=True)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return wrap_layer(DecoderLayer(cfg, no_encoder_attn), cfg)
 
+
+def position_tables(model) -> Dict[str, Tensor]:
+    """The encoding's learned tensors of ``model`` by state-dict key: every parameter of a
+    self-attention beyond fairseq's projections (Shaw's a^K, a^V) and of a stack's position bias
+    (T5's table). A fairseq ``transformer`` has none of them."""
+    tables = {}
+    for name, module in model.named_modules():
+        if isinstance(module, SelfAttention):
+            tables.update((f"{name}.{key}", tensor) for key, tensor in module.state_dict().items()
+                          if key.split(".")[0] not in FAIRSEQ_ATTENTION)
+        elif name.endswith("position_bias"):
+            tables.update((f"{name}.{key}", tensor) for key, tensor in module.state_dict().items())
+    return tables
 
 
 class EncodingTransformerModel(TransformerModel):
@@ -203,10 +219,7 @@ class EncodingTransformerModel(TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         cls.encoding.set_defaults(args)
-        for flag in ("cross_self_attention", "checkpoint_activations", "offload_activations"):
-            if getattr(args, flag, False):
-                raise ValueError(f"--{flag.replace('_', '-')} is not supported by {args.arch} (its self-attention "
-                                 "takes position terms that fairseq's layers do not pass on)")
+        refuse_features(args, cls.encoding.refused_features)
         return super().build_model(args, task)
 
     @classmethod
@@ -218,6 +231,18 @@ class EncodingTransformerModel(TransformerModel):
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
         cfg.position_encoding = cls.encoding.from_args(cfg)
         return Decoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """A checkpoint without the encoding's tables (a trained ``transformer``'s, to fine-tune from)
+        gets this model's own: as initialised when it was built, for a strict load."""
+        super().upgrade_state_dict_named(state_dict, name)
+        prefix = f"{name}." if name else ""
+        missing = {key: tensor for key, tensor in position_tables(self).items() if prefix + key not in state_dict}
+        for key, tensor in missing.items():
+            state_dict[prefix + key] = tensor.detach().clone()
+        if missing:
+            logger.info("%s: the checkpoint has no %s tables (%d tensors, e.g. %s): they start as this model "
+                        "initialised them", type(self).__name__, self.encoding.title, len(missing), next(iter(missing)))
 
 
 def register_architectures(model_name: str, encoding: type):

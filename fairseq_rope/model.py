@@ -9,9 +9,10 @@ incremental decoding, checkpoints. By default there are no additive token-positi
 embeddings (the paper's RoFormer); ``--add-token-positional-embeddings`` restores them.
 """
 
-import contextlib
 import dataclasses
 import logging
+import os
+import sys
 
 import torch
 
@@ -80,6 +81,15 @@ def wrap_layer(layer, cfg):
     return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
 
 
+def refuse_features(args, refused):
+    """Stops the build of ``args.arch`` on a fairseq feature its encoding cannot run with (``refused``:
+    args name -> why), in argparse's words: ``PROG: error: --flag is not supported by ARCH: why``."""
+    for name, why in refused.items():
+        if getattr(args, name, False):
+            raise ValueError(f"{os.path.basename(sys.argv[0])}: error: --{name.replace('_', '-')} is not supported "
+                             f"by {args.arch}: {why}")
+
+
 def drop_additive_positions(module, state_dict, name):
     """A rope model without additive positions ignores them in a (baseline) checkpoint."""
     if module.embed_positions is not None:
@@ -140,21 +150,14 @@ def scaling_factors(encoder, src_tokens):
     return (factors, length) if bool((factors > 1).any()) else None
 
 
-@contextlib.contextmanager
-def rotation_inputs(coder, positions=None, scaling=None):
+def set_rotation_inputs(coder, positions=None, scaling=None):
     """Gives every rotary self-attention of ``coder`` its random ``positions`` (B x T) or the sentences'
-    ``scaling`` (factors B, training length L) for one forward."""
-    if positions is None and scaling is None:
-        yield
-        return
-    attentions = [m for m in coder.modules() if isinstance(m, RotaryMultiheadAttention)]
-    for attention in attentions:
-        attention.positions, attention.sentence_scaling = positions, scaling
-    try:
-        yield
-    finally:
-        for attention in attentions:
-            attention.positions, attention.sentence_scaling = None, None
+    ``scaling`` (factors B, training length L) for this forward, None for neither. Found among all
+    modules, not by iterating the layers (which LayerDrop samples); they stay until the next forward,
+    so that activation checkpointing's second run of a layer, in the backward, rotates as the first."""
+    for attention in coder.modules():
+        if isinstance(attention, RotaryMultiheadAttention):
+            attention.positions, attention.sentence_scaling = positions, scaling
 
 
 def add_length_buffer(coder):
@@ -182,8 +185,8 @@ class RoPETransformerEncoder(TransformerEncoderBase):
         if self.training:
             record_length(self, src_tokens)
         scaling = scaling_factors(self, src_tokens)
-        with rotation_inputs(self, draw_random_positions(self, src_tokens), scaling):
-            encoder_out = super().forward(src_tokens, *args, **kwargs)
+        set_rotation_inputs(self, draw_random_positions(self, src_tokens), scaling)
+        encoder_out = super().forward(src_tokens, *args, **kwargs)
         if scaling is not None:  # absent: every sentence is within the training length
             encoder_out["rope_scaling_factors"] = [scaling[0]]
         return encoder_out
@@ -215,13 +218,13 @@ class RoPETransformerDecoder(TransformerDecoderBase):
                          output_projection=output_projection)
         add_length_buffer(self)
 
-    def forward(self, prev_output_tokens, encoder_out=None, *args, **kwargs):
+    def extract_features(self, prev_output_tokens, encoder_out=None, *args, **kwargs):
         if self.training:
             record_length(self, prev_output_tokens)
         factors = (encoder_out or {}).get("rope_scaling_factors")
         scaling = (factors[0], training_length(self)) if factors else None
-        with rotation_inputs(self, draw_random_positions(self, prev_output_tokens), scaling):
-            return super().forward(prev_output_tokens, encoder_out, *args, **kwargs)
+        set_rotation_inputs(self, draw_random_positions(self, prev_output_tokens), scaling)
+        return super().extract_features(prev_output_tokens, encoder_out, *args, **kwargs)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return wrap_layer(RoPETransformerDecoderLayer(cfg, no_encoder_attn), cfg)
@@ -279,9 +282,7 @@ class RoPETransformerModel(TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         rope_defaults(args)
-        if getattr(args, "cross_self_attention", False):
-            raise ValueError("--cross-self-attention is not supported by rope_transformer (it mixes source keys "
-                             "into the decoder's rotary self-attention)")
+        refuse_features(args, RopeOptions.refused_features)
         return super().build_model(args, task)
 
     @classmethod

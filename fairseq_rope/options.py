@@ -6,7 +6,9 @@ with one message per flag naming it and what it accepts.
 """
 
 from dataclasses import dataclass, fields
-from typing import Optional
+from typing import ClassVar, Dict, Optional
+
+from .self_attention import SELF_ATTENTION_ONLY
 
 LAYOUTS = ("interleaved", "half")
 ATTENTIONS = ("softmax", "linear")
@@ -18,6 +20,9 @@ SCALINGS = ("none", "linear", "ntk", "yarn", "auto")
 @dataclass(frozen=True)
 class RopeOptions:
     """What ``--rope-*`` sets. Field ``x`` is the flag ``--rope-x`` (``args.rope_x``)."""
+
+    # fairseq features (args names) RoPE cannot run with, and why: refused when the model is built
+    refused_features: ClassVar[Dict[str, str]] = SELF_ATTENTION_ONLY
 
     theta: float = 10000.0  # base of the frequencies theta_i = theta^(-2(i-1)/d), eq. 15
     layout: str = "interleaved"  # channel pairs (2i, 2i+1) as eq. 34, or "half": (i, i + d/2)

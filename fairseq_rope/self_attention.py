@@ -34,6 +34,10 @@ from torch import Tensor
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
+# fairseq's features that need a self-attention to take other keys than its queries' (args names)
+SELF_ATTENTION_ONLY = {"cross_self_attention": "its decoder self-attention would also attend to the encoder's "
+                                              "states, which have no positions on the target's axis"}
+
 
 class SelfAttention(MultiheadAttention):
     """Multi-head self-attention with hooks for a position encoding (none here).
@@ -156,7 +160,14 @@ class SelfAttention(MultiheadAttention):
             scores = scores.masked_fill(padding[:, None, None, :], float("-inf"))
         if before_softmax:  # fairseq's shapes: (B*H) x T x S and (B*H) x S x D
             return scores.reshape(B * H, T, S), v.reshape(B * H, S, D)
+        # a query whose keys are all masked (a left pad in the decoder) gets no weights and outputs 0, as
+        # SDPA does, instead of softmax's NaN (which would reach every query through the gradient)
+        alone = unattending_queries(padding, attn_mask)
+        if alone is not None:
+            scores = scores.masked_fill(alone, 0.0)
         weights = F.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(scores.dtype)
+        if alone is not None:
+            weights = weights.masked_fill(alone, 0.0)
         dropped = self.dropout_module(weights)
         attn = dropped @ v
         values = self.position_values(dropped, past)
@@ -166,6 +177,16 @@ class SelfAttention(MultiheadAttention):
             return self.merge_heads(attn), None
         weights = weights.transpose(0, 1) if need_head_weights else weights.mean(dim=1)
         return self.merge_heads(attn), weights
+
+
+def unattending_queries(padding: Optional[Tensor], attn_mask: Optional[Tensor]) -> Optional[Tensor]:
+    """B (or 1) x 1 x T (or 1) x 1: True for a query all of whose keys are padding or masked; None
+    without masks."""
+    masked = None if padding is None else padding[:, None, None, :]
+    if attn_mask is not None:
+        future = attn_mask if attn_mask.dtype == torch.bool else attn_mask.isneginf()
+        masked = future if masked is None else masked | future
+    return None if masked is None else masked.all(dim=-1, keepdim=True)
 
 
 def append_padding(prev: Optional[Tensor], new: Optional[Tensor], past: int, T: int) -> Optional[Tensor]:

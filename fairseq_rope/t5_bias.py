@@ -9,27 +9,33 @@ which we assign all relative positions to the same embedding"; each layer of a s
 embeddings. The buckets, as T5's code defines them: of B buckets, the first half are exact distances
 0 .. B/2 - 1, the second half log-spaced up to ``max_distance``, every longer distance in the last.
 The encoder is bidirectional: half of the buckets for keys before or at the query, half for keys
-after it. The decoder looks back only: all B buckets for distances i - j >= 0.
+after it. The decoder looks back only: all B buckets for distances i - j >= 0. The log-spaced buckets are
+computed in float32 exactly as CTranslate2 computes them (src/layers/attention.cc,
+``get_relative_position_bucket``; T5's own code also works in float32), so that an exported model
+puts every distance in the bucket it was trained with: in float64, distances whose log ratio is a
+whole number of buckets (e.g. 8, 16 and 64 for 18 buckets up to 128) can land one bucket lower.
 
-T5 computes the bias in the first layer of each stack and passes it to the others; here the stack's
-:class:`T5RelativeBias` (``encoder.position_bias``, ``decoder.position_bias``) computes it once per
-forward for all layers. As in fairseq, q k^T is scaled by 1/sqrt(d) (T5 folds that into its
+T5 computes the bias in the first layer of each stack and passes it to the others; here the table
+belongs to the stack (:class:`T5RelativeBias`: ``encoder.position_bias``, ``decoder.position_bias``)
+and each layer looks its bias up in it. As in fairseq, q k^T is scaled by 1/sqrt(d) (T5 folds that into its
 initialisation). Registered as ``t5bias_transformer`` and its sizes.
 """
 
-import math
+import functools
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 from fairseq.models import register_model
 
-from .encodings import EncodingTransformerModel, PositionEncoding, register_architectures
+from .encodings import EncodingTransformerModel, StackBias, register_architectures
 
 
 def relative_position_bucket(relative_position: Tensor, bidirectional: bool, num_buckets: int,
                              max_distance: int) -> Tensor:
-    """T5's bucket of each relative position j - i (integer tensor), in 0 .. num_buckets-1."""
+    """T5's bucket of each relative position j - i (integer tensor), in 0 .. num_buckets-1, with the
+    log-spaced ones in float32 as CTranslate2: int(exact + log(d / exact) / log(max_distance / exact)
+    * (buckets - exact)), every operation rounded to float32."""
     bucket = torch.zeros_like(relative_position)
     if bidirectional:
         num_buckets //= 2
@@ -38,8 +44,10 @@ def relative_position_bucket(relative_position: Tensor, bidirectional: bool, num
     else:
         distance = (-relative_position).clamp(min=0)  # keys before the query; later ones are masked
     exact = num_buckets // 2
-    log_spaced = exact + (torch.log(distance.double() / exact) / math.log(max_distance / exact)
-                          * (num_buckets - exact)).long()  # NaN-free: used only where distance >= exact
+    f32 = functools.partial(torch.tensor, dtype=torch.float32, device=relative_position.device)
+    log_range = torch.log(f32(float(max_distance)) / f32(float(exact)))
+    log_spaced = (f32(float(exact)) + torch.log(distance.float() / exact) / log_range
+                  * f32(float(num_buckets - exact))).long()  # NaN-free: used only where distance >= exact
     log_spaced = log_spaced.clamp(max=num_buckets - 1)
     return bucket + torch.where(distance < exact, distance, log_spaced)
 
@@ -62,7 +70,7 @@ class T5RelativeBias(nn.Module):
 
 
 @dataclass(frozen=True)
-class T5Bias(PositionEncoding):
+class T5Bias(StackBias):
     """The options of T5's relative bias; T5's values as defaults."""
 
     prefix = "t5bias"

@@ -12,7 +12,6 @@ from fairseq.sequence_generator import SequenceGenerator
 import fairseq_rope.self_attention as self_attention
 from conftest import random_tokens
 from fairseq_rope.alibi import ALiBiTransformerModel, alibi_slopes
-from fairseq_rope.encodings import bias_for_layers
 from fairseq_rope.shaw import RelativePositionAttention, ShawRPETransformerModel
 from fairseq_rope.t5_bias import T5BiasTransformerModel, relative_position_bucket
 from test_model import decode_step_by_step_equals_full_pass, encode
@@ -113,7 +112,7 @@ def test_attention_equals_its_papers_formula_in_float64(dict_dir, build, arch, f
         attn = coder.layers[1].self_attn
         want = reference_attention(attn, coder, x, causal, padding)
         for need_weights in (False, True):
-            with torch.no_grad(), bias_for_layers(coder, 0, T, T):
+            with torch.no_grad():
                 got, _ = attn(x, x, x, key_padding_mask=padding, attn_mask=mask, need_weights=need_weights)
             torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, msg=lambda m: f"causal={causal} weights={need_weights}: {m}")
 
@@ -168,19 +167,14 @@ def test_scores_depend_on_relative_positions_only(dict_dir, build, arch, flags):
     xy = torch.cat([y, x])
     with torch.no_grad():
         attn = model.encoder.layers[0].self_attn
-        with bias_for_layers(model.encoder, 0, 7, 7):
-            alone, _ = attn(x, x, x, before_softmax=True)
-        with bias_for_layers(model.encoder, 0, 12, 12):
-            after, _ = attn(xy, xy, xy, before_softmax=True)
+        alone, _ = attn(x, x, x, before_softmax=True)
+        after, _ = attn(xy, xy, xy, before_softmax=True)
         torch.testing.assert_close(after[:, 5:, 5:], alone, rtol=1e-12, atol=1e-12)
         attn, state = model.decoder.layers[0].self_attn, {}
-        with bias_for_layers(model.decoder, 0, 5, 5):
-            attn(y, y, y, incremental_state=state)
-        with bias_for_layers(model.decoder, 5, 7, 12):
-            after, _ = attn(x, x, x, incremental_state=state, before_softmax=True)
+        attn(y, y, y, incremental_state=state)
+        after, _ = attn(x, x, x, incremental_state=state, before_softmax=True)
         future = torch.triu(torch.full((7, 7), float("-inf"), dtype=torch.float64), 1)
-        with bias_for_layers(model.decoder, 0, 7, 7):
-            alone, _ = attn(x, x, x, attn_mask=future, before_softmax=True)
+        alone, _ = attn(x, x, x, attn_mask=future, before_softmax=True)
     lower = torch.ones(7, 7, dtype=torch.bool).tril()
     torch.testing.assert_close(after[:, :, 5:][:, lower], alone[:, lower], rtol=1e-12, atol=1e-12)
 
@@ -311,9 +305,8 @@ def test_architectures_match_fairseq_sizes(dict_dir, build, arch):
          "--t5bias-num-buckets must be an even number >= 4 (half of them per direction in the encoder); got 31"),
         ("t5bias_transformer", ["--t5bias-max-distance", "16"], "--t5bias-max-distance must exceed half of "
          "--t5bias-num-buckets (16): the distances below that have buckets of their own; got 16"),
-        ("alibi_transformer", ["--checkpoint-activations"], "--checkpoint-activations is not supported by "
-         "alibi_transformer"),
-        ("rpe_transformer", ["--cross-self-attention"], "--cross-self-attention is not supported by rpe_transformer"),
+        ("rpe_transformer", ["--cross-self-attention"], ": error: --cross-self-attention is not supported by "
+         "rpe_transformer: its decoder self-attention would also attend to the encoder's states"),
         ("t5bias_transformer", ["--add-token-positional-embeddings", "--no-token-positional-embeddings"],
          "--add-token-positional-embeddings contradicts --no-token-positional-embeddings"),
     ],
