@@ -22,6 +22,7 @@ initialisation). Registered as ``t5bias_transformer`` and its sizes.
 """
 
 import functools
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -35,7 +36,8 @@ def relative_position_bucket(relative_position: Tensor, bidirectional: bool, num
                              max_distance: int) -> Tensor:
     """T5's bucket of each relative position j - i (integer tensor), in 0 .. num_buckets-1, with the
     log-spaced ones in float32 as CTranslate2: int(exact + log(d / exact) / log(max_distance / exact)
-    * (buckets - exact)), every operation rounded to float32."""
+    * (buckets - exact)), every operation rounded to float32 (the logs correctly rounded: taken in
+    float64, so that the result is the same on every device)."""
     bucket = torch.zeros_like(relative_position)
     if bidirectional:
         num_buckets //= 2
@@ -45,10 +47,10 @@ def relative_position_bucket(relative_position: Tensor, bidirectional: bool, num
         distance = (-relative_position).clamp(min=0)  # keys before the query; later ones are masked
     exact = num_buckets // 2
     f32 = functools.partial(torch.tensor, dtype=torch.float32, device=relative_position.device)
-    log_range = torch.log(f32(float(max_distance)) / f32(float(exact)))
-    log_spaced = (f32(float(exact)) + torch.log(distance.float() / exact) / log_range
-                  * f32(float(num_buckets - exact))).long()  # NaN-free: used only where distance >= exact
-    log_spaced = log_spaced.clamp(max=num_buckets - 1)
+    log_range = f32(math.log(f32(max_distance) / f32(exact)))
+    log_ratio = torch.log((distance.float() / f32(exact)).double()).float()
+    log_spaced = (f32(exact) + log_ratio / log_range * f32(num_buckets - exact)).long()  # truncated, as int32()
+    log_spaced = log_spaced.clamp(max=num_buckets - 1)  # (NaN-free: used only where distance >= exact)
     return bucket + torch.where(distance < exact, distance, log_spaced)
 
 

@@ -22,9 +22,10 @@ VARIANTS = {
     "half_partial": ["--arch", "rope_transformer", "--rope-layout", "half", "--rope-dim", "8"],
     "partial_theta": ["--arch", "rope_transformer", "--rope-dim", "12", "--rope-theta", "500"],
     "baseline": ["--arch", "transformer"],
-    # Shaw's RPE and T5's bias, with a clip and log-spaced buckets that sentences of 12 words exceed
+    # Shaw's RPE with a clip that sentences of 12 words exceed; T5's bias with 18 buckets up to 128,
+    # whose encoder puts distance 8 in bucket 5 in float32 (CTranslate2's arithmetic) and 4 in float64
     "rpe": ["--arch", "rpe_transformer", "--rpe-max-relative-position", "4"],
-    "t5bias": ["--arch", "t5bias_transformer", "--t5bias-num-buckets", "8", "--t5bias-max-distance", "12"],
+    "t5bias": ["--arch", "t5bias_transformer", "--t5bias-num-buckets", "18", "--t5bias-max-distance", "128"],
 }
 N_TEST = 200
 

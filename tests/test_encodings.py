@@ -2,6 +2,9 @@
 out in float64, shift invariance, decoding paths, padding, precision, options, sizes."""
 
 import math
+from dataclasses import dataclass
+
+import numpy as np
 
 import pytest
 import torch
@@ -11,7 +14,8 @@ from fairseq.sequence_generator import SequenceGenerator
 
 import fairseq_rope.self_attention as self_attention
 from conftest import random_tokens
-from fairseq_rope.alibi import ALiBiTransformerModel, alibi_slopes
+from fairseq_rope.alibi import ALiBiBias, ALiBiTransformerModel, alibi_slopes
+from fairseq_rope.encodings import EncodingTransformerModel, PositionEncoding
 from fairseq_rope.shaw import RelativePositionAttention, ShawRPETransformerModel
 from fairseq_rope.t5_bias import T5BiasTransformerModel, relative_position_bucket
 from test_model import decode_step_by_step_equals_full_pass, encode
@@ -146,6 +150,40 @@ def test_t5_buckets_follow_the_definition():
     # (as in T5, bucket 16, "distance 0 looking ahead", is never used)
     assert set(encoder) == set(range(32)) - {16} and set(decoder) == set(range(32))
     assert encoder[at[-128]] == encoder[at[-400]] == 15 and encoder[at[400]] == 31 and decoder[at[-400]] == 31
+
+
+def ctranslate2_bucket(relative, bidirectional, num_buckets, max_distance):
+    """CTranslate2 4.x's get_relative_position_bucket (src/layers/attention.cc), transcribed: the
+    log-spaced bucket int32(float(exact) + log(float(d) / float(exact)) / log(float(max_distance) /
+    float(exact)) * float(num_buckets - exact)) in float32 (numpy float32 scalars; logf correctly rounded)."""
+    f = np.float32
+    bucket = 0
+    if bidirectional:
+        num_buckets //= 2
+        bucket = num_buckets if relative > 0 else 0
+        relative = abs(relative)
+    else:
+        relative = -min(relative, 0)
+    exact = num_buckets // 2
+    if relative < exact:
+        return bucket + relative
+    value = f(exact) + f(math.log(f(relative) / f(exact))) / f(math.log(f(max_distance) / f(exact))) \
+        * f(num_buckets - exact)
+    return bucket + min(int(value), num_buckets - 1)
+
+
+def test_t5_buckets_are_ctranslate2s_float32_buckets():
+    """For every even bucket count 4..64 and maximum distances up to 1000, each distance -1000..1000 falls
+    in the bucket CTranslate2 gives it, so that an exported model attends as the trained one. Distance
+    8 of 18 buckets up to 128 is a case float64 puts one bucket lower."""
+    relative = torch.arange(-1000, 1001)
+    for num_buckets in range(4, 66, 2):
+        for max_distance in sorted({num_buckets // 2 + 1, 12, 100, 128, 257, 1000} - set(range(num_buckets // 2 + 1))):
+            for bidirectional in (True, False):
+                got = relative_position_bucket(relative, bidirectional, num_buckets, max_distance).tolist()
+                want = [ctranslate2_bucket(r, bidirectional, num_buckets, max_distance) for r in relative.tolist()]
+                assert got == want, (num_buckets, max_distance, bidirectional)
+    assert relative_position_bucket(torch.tensor([-8, 8]), True, 18, 128).tolist() == [5, 14]
 
 
 def test_alibi_slopes_are_press_et_al():
@@ -348,3 +386,42 @@ def test_additive_positions_load_strictly_or_are_dropped(dict_dir, build, arch):
                          model_cfg=ours.cfg)
     kept = {k: v for k, v in base.state_dict().items() if "embed_positions" not in k}
     assert all(torch.equal(ours.state_dict()[key], value) for key, value in kept.items())
+
+
+@dataclass(frozen=True)
+class NoPositions(PositionEncoding):
+    """An encoding with none of the hooks: fairseq's attention on the scaffold, without positions."""
+
+    prefix = "nopositions"
+    title = "no positions (a test encoding)"
+
+
+class NoPositionsModel(EncodingTransformerModel):
+    encoding = NoPositions
+
+
+def test_an_encoding_without_hooks_builds_and_is_fairseqs_attention(dict_dir, build):
+    """On the shared scaffold an encoding with no logit term, no stack bias and no values is built (its
+    self-attention fairseq's, written once) and equals fairseq's transformer without positions, with the
+    same weights, in a full pass and decoding step by step."""
+    base, task = build(dict_dir, "transformer", "--no-token-positional-embeddings")
+    model = NoPositionsModel.build_model(base.args, task).eval()
+    model.load_state_dict(base.state_dict(), strict=True)
+    assert all(type(layer.self_attn) is self_attention.SelfAttention for layer in model.encoder.layers)
+    src, lengths = random_tokens(task, [9, 5, 7], seed=6)
+    prev, _ = random_tokens(task, [6, 6, 6], seed=5, left_pad=False)
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, lengths, prev)[0], base(src, lengths, prev)[0], rtol=1e-6, atol=1e-6)
+        decode_step_by_step_equals_full_pass(model, model.encoder(src, src_lengths=lengths), prev)
+
+
+def test_alibi_penalty_in_bfloat16_is_the_float32_product_rounded_once():
+    """In bfloat16 a distance of 257 is not representable (it rounds to 256): the penalty is m_h * 257
+    formed in float32, then rounded once; for 16 heads (slopes 2^(-h/2)) that is another value."""
+    bias = ALiBiBias(16, causal=False).to(torch.bfloat16)
+    got = bias(0, 1, 300)[0, :, 0, :]  # H x 300, distances 0 .. 299
+    slopes = bias.slopes.float()[:, None]
+    want = -(slopes * torch.arange(300, dtype=torch.float32)).to(torch.bfloat16)
+    assert torch.equal(got, want)
+    rounded_distance = -(bias.slopes[:, None] * torch.tensor([257.0]).to(torch.bfloat16))
+    assert not torch.equal(got[:, 257:258], rounded_distance)

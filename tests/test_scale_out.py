@@ -259,6 +259,39 @@ def test_rank_killed_mid_training_stops_the_others_and_the_rerun_resumes_to_the_
     assert max_difference(model_of(save / "checkpoint_last.pt"), model_of(reference / "checkpoint_last.pt")) == 0.0
 
 
+def session_processes(sid):
+    """The processes still running (not zombies) in session ``sid``: 'pid command' lines."""
+    ps = subprocess.run(["ps", "-ww", "-eo", "sid=,stat=,pid=,args="], capture_output=True, text=True).stdout
+    return [" ".join(fields[2:]) for fields in (line.split() for line in ps.splitlines())
+            if fields and fields[0] == str(sid) and not fields[1].startswith("Z")]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_the_multi_process_recipe_leaves_none_of_its_processes(prepared, sig):
+    """train.sh with CPU_WORKERS=2 stopped while its ranks train (SIGTERM as `kill` sends it, SIGINT as
+    Ctrl-C does to the script): it exits, and within seconds no process of its session is left, rank 0's
+    fairseq-rope-progress and fairseq-train included."""
+    env = dict(prepared["env"], CPU_WORKERS="2", UPDATE_FREQ="1", MAX_UPDATE="100000", SAVE_INTERVAL_UPDATES="1000",
+               RUN_NAME=f"stopped_{sig.name}", MASTER_PORT=str(free_port()))
+    log = prepared["work"] / "checkpoints" / env["RUN_NAME"] / "train.log"
+    proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    while not (log.exists() and '"num_updates": "2"' in log.read_text()):
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        time.sleep(0.05)
+    assert any("--distributed-rank 1" in p for p in session_processes(proc.pid))
+    proc.send_signal(sig)
+    status = proc.wait(timeout=60)
+    deadline = time.time() + 30
+    while session_processes(proc.pid) and time.time() < deadline:
+        time.sleep(0.2)
+    left = session_processes(proc.pid)
+    for line in left:  # do not leave them to the rest of the suite
+        subprocess.run(["pkill", "-s", str(proc.pid)])
+    assert not left, f"still running after train.sh stopped: {left}"
+    assert status == 128 + sig  # as a shell reports a command stopped by the signal
+
+
 def test_truncated_checkpoint_last_is_restored_from_newest_complete_checkpoint(prepared, uninterrupted,
                                                                                 killed_and_resumed):
     """fairseq copies checkpoint_<e>_<u>.pt to checkpoint_last.pt non-atomically: a kill during the

@@ -130,10 +130,14 @@ detect_gpus() {
 VERBOSE=${VERBOSE:-0}
 PROGRESS_INTERVAL=${PROGRESS_INTERVAL:-30}
 logged() {
-  local log=$1; shift
-  local verbose=()
-  [ "$VERBOSE" = 1 ] && verbose=(--verbose)
-  fairseq-rope-progress --log "$log" --label "[$STEP]" --interval "$PROGRESS_INTERVAL" "${verbose[@]}" "$@"
+  progress_options "$1"; shift
+  fairseq-rope-progress "${PROGRESS_OPTIONS[@]}" "$@"
+}
+# progress_options LOG: fairseq-rope-progress's options for LOG, in the array PROGRESS_OPTIONS (for a
+# fairseq-rope-progress started in the background itself, so that its pid is $!)
+progress_options() {
+  PROGRESS_OPTIONS=(--log "$1" --label "[$STEP]" --interval "$PROGRESS_INTERVAL")
+  if [ "$VERBOSE" = 1 ]; then PROGRESS_OPTIONS+=(--verbose); fi
 }
 
 # The fairseq-rope-* commands come with the package (pip install -e REPO or scripts/setup_env.sh).

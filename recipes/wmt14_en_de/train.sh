@@ -206,18 +206,23 @@ else
   echo "# $(date '+%F %T') ${launch[*]} ${args[*]}" >> "$SAVE_DIR/train.log"
   if [ "$NGPU" -eq 0 ] && [ "$WORLD" -gt 1 ]; then
     log "  $WORLD CPU processes: rank 0 logs to $SAVE_DIR/train.log, rank r to $SAVE_DIR/train.rank<r>.log"
+    # every rank is a child of this script (rank 0's fairseq-rope-progress itself, not a subshell running
+    # it, which would leave it and its fairseq-train behind), killed when the script ends for any reason:
+    # one rank failing must not leave the others waiting, nor a stopped script its ranks training
     pids=()
+    trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
+    trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP  # (so that the EXIT trap runs)
     for ((rank = 1; rank < WORLD; rank++)); do
       "${launch[@]}" "${args[@]}" --distributed-rank "$rank" >> "$SAVE_DIR/train.rank$rank.log" 2>&1 &
       pids+=($!)
     done
-    logged "$SAVE_DIR/train.log" -- "${launch[@]}" "${args[@]}" --distributed-rank 0 &
+    progress_options "$SAVE_DIR/train.log"
+    fairseq-rope-progress "${PROGRESS_OPTIONS[@]}" -- "${launch[@]}" "${args[@]}" --distributed-rank 0 &
     pids+=($!)
-    trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT  # one rank failing must not leave the others waiting
     for _ in "${pids[@]}"; do
       wait -n || die "a training process failed (exit $?): see $SAVE_DIR/train.log and $SAVE_DIR/train.rank*.log"
     done
-    trap - EXIT
+    trap - EXIT INT TERM HUP
   else
     logged "$SAVE_DIR/train.log" -- "${launch[@]}" "${args[@]}" || die "training $RUN_NAME failed: see $SAVE_DIR/train.log"
   fi
