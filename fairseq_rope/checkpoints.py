@@ -79,20 +79,34 @@ def load_checkpoint(path, map_location="cpu"):
         ) from None
 
 
+def trained_languages(checkpoint, data_bin):
+    """(source, target) a checkpoint (path or loaded state) was trained on: its task's languages, else
+    those of ``data_bin``'s files as fairseq infers them (``train.src-tgt.src.bin``: src, tgt)."""
+    from fairseq.data.data_utils import infer_language_pair
+
+    state = load_checkpoint(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else checkpoint
+    config = state.get("args") or (state.get("cfg") or {}).get("task") or {}
+    get = (lambda key: getattr(config, key, None)) if isinstance(config, argparse.Namespace) else config.get
+    if get("source_lang") and get("target_lang"):
+        return get("source_lang"), get("target_lang")
+    inferred = tuple(infer_language_pair(data_bin))
+    if None in inferred:
+        raise CheckpointError(f"cannot tell the languages of {data_bin} (no train/valid/test.<src>-<tgt>.* files) and "
+                              "the checkpoint does not record them: give source_lang and target_lang")
+    return inferred
+
+
 def check_fits(checkpoint, data_bin, source_lang=None, target_lang=None):
     """Loads ``checkpoint`` (weights only) and checks that its embeddings have the sizes of the
     dictionaries in ``data_bin``; raises a CheckpointError naming both otherwise. Returns the state."""
     from fairseq.data import Dictionary
-    from fairseq.data.data_utils import infer_language_pair
 
     state = load_checkpoint(checkpoint)
     if "model" not in state:
         raise CheckpointError(f"{checkpoint} has no 'model' entry: not a fairseq checkpoint")
-    config = state.get("args") or (state.get("cfg") or {}).get("task") or {}
-    get = (lambda key: getattr(config, key, None)) if isinstance(config, argparse.Namespace) else config.get
-    source_lang, target_lang = source_lang or get("source_lang"), target_lang or get("target_lang")
     if source_lang is None or target_lang is None:
-        source_lang, target_lang = infer_language_pair(data_bin)
+        trained = trained_languages(state, data_bin)
+        source_lang, target_lang = source_lang or trained[0], target_lang or trained[1]
     for side, lang in (("encoder", source_lang), ("decoder", target_lang)):
         weight = state["model"].get(f"{side}.embed_tokens.weight")
         path = os.path.join(data_bin, f"dict.{lang}.txt")

@@ -309,7 +309,7 @@ class CTranslate2Translator:
     """
 
     def __init__(self, model_dir: str, device: str = "cpu", compute_type: str = "default", threads: int = 0,
-                 beam: int = 4, lenpen: float = 0.6, max_len_a: float = 1.2, max_len_b: int = 10,
+                 beam: int = 4, lenpen: float = 0.6, max_len_a: float = 0.0, max_len_b: int = 200,
                  max_batch_size: int = 64):
         meta_path = os.path.join(model_dir, METADATA)
         if not os.path.isfile(meta_path):

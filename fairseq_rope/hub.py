@@ -18,10 +18,11 @@ written by ``fairseq-rope-ct2`` (which holds the dictionaries and BPE codes itse
 import os
 from typing import List, Optional, Union
 
+import torch
 from fairseq import hub_utils
 from fairseq.hub_utils import GeneratorHubInterface
 
-from .checkpoints import check_fits
+from .checkpoints import check_fits, trained_languages
 
 
 class Translator(GeneratorHubInterface):
@@ -47,14 +48,14 @@ def load_translator(
     checkpoint_file: str = "checkpoint_best.pt",
     bpe_codes: Optional[str] = None,
     sentencepiece_model: Optional[str] = None,
-    source_lang: str = "en",
-    target_lang: str = "de",
+    source_lang: Optional[str] = None,
+    target_lang: Optional[str] = None,
     tokenizer: Optional[str] = "moses",
     beam: int = 4,
     lenpen: float = 0.6,
-    max_len_a: float = 1.2,
-    max_len_b: int = 10,
-    device: str = "cpu",
+    max_len_a: float = 0.0,
+    max_len_b: int = 200,
+    device: Optional[str] = None,
     backend: str = "fairseq",
     compute_type: str = "default",
     threads: int = 0,
@@ -62,8 +63,17 @@ def load_translator(
 ):
     """Loads ``model_dir/checkpoint_file`` with the dictionaries of ``data_bin``.
 
-    ``model_overrides``: model options replaced at load time, as fairseq-generate's
-    ``--model-overrides`` (e.g. ``{"rope_scaling": "linear", "rope_scaling_factor": 2.0}``).
+    Defaults, each as fairseq's own commands have it unless said:
+      * ``checkpoint_file``: ``checkpoint_best.pt`` (fairseq's hub);
+      * ``source_lang``, ``target_lang``: the languages the checkpoint was trained on (its task's
+        ``--source-lang``/``--target-lang``), else those of ``data_bin``'s files, as fairseq infers them;
+      * ``tokenizer``: ``"moses"`` with ``bpe_codes``, none with ``sentencepiece_model`` (``None``:
+        pre-tokenized input);
+      * ``beam`` 4 and ``lenpen`` 0.6: the paper's decoding (fairseq: 5 and 1);
+      * ``max_len_a`` 0, ``max_len_b`` 200: fairseq-generate's limit ``a * source length + b``;
+      * ``device``: ``"cuda"`` when torch sees a GPU, else ``"cpu"``; give it to choose;
+      * ``model_overrides``: none; model options replaced at load time, as fairseq-generate's
+        ``--model-overrides`` (e.g. ``{"rope_scaling": "linear", "rope_scaling_factor": 2.0}``).
 
     Subwords: ``bpe_codes`` (subword-nmt, with the Moses ``tokenizer``) or
     ``sentencepiece_model`` (then no tokenizer is used), or neither for pre-split input.
@@ -72,6 +82,7 @@ def load_translator(
     dictionaries, tokenizer and subword model are used (``data_bin`` and the subword arguments
     must then be left out); ``compute_type`` and ``threads`` are CTranslate2's.
     """
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if backend == "ctranslate2":
         given = [name for name, value in (("data_bin", data_bin), ("bpe_codes", bpe_codes),
                                           ("sentencepiece_model", sentencepiece_model),
@@ -89,6 +100,10 @@ def load_translator(
         raise ValueError("data_bin (the fairseq-preprocess directory with the dictionaries) is required")
     checkpoint = os.path.join(model_dir, checkpoint_file)
     _require(checkpoint, "checkpoint")
+    _require(data_bin, "data_bin (the fairseq-preprocess directory with the dictionaries)")
+    if source_lang is None or target_lang is None:
+        trained = trained_languages(checkpoint, data_bin)
+        source_lang, target_lang = source_lang or trained[0], target_lang or trained[1]
     for lang in (source_lang, target_lang):
         _require(os.path.join(data_bin, f"dict.{lang}.txt"), f"dictionary for '{lang}' (wrong data_bin or language?)")
     if bpe_codes and sentencepiece_model:

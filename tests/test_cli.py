@@ -120,18 +120,35 @@ def test_python_api_translates_like_fairseq_interactive(data, trained):
     sentences = ["w1 w2 w3", "w7 w17 w8 w9 w10 w21", "w3 w4 w5 w6", "w11 w12"]
     out = interactive(data, trained / "checkpoint_last.pt", sentences, "--beam", "4", "--lenpen", "0.6",
                       "--bpe", "subword_nmt", "--bpe-codes", data / "codes", "--tokenizer", "moses",
-                      "--max-len-a", "1.2", "--max-len-b", "10", "--buffer-size", "4", "--batch-size", "4")
+                      "--buffer-size", "4", "--batch-size", "4")
     expected = [h[0] for _, h in sorted(hypotheses(out.stdout, "D-").items())]
     assert len(expected) == 4 and len(set(expected)) == 4  # trained: outputs differ between inputs
 
-    mt = load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", bpe_codes=data / "codes",
-                         source_lang="src", target_lang="tgt")
+    # languages from the checkpoint's task (src-tgt here), fairseq's length limits (0 x source + 200),
+    # the device torch has (a CPU here)
+    mt = load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", bpe_codes=data / "codes")
+    assert (mt.task.source_dictionary, mt.task.cfg.source_lang, mt.task.cfg.target_lang)[1:] == ("src", "tgt")
+    assert (mt.cfg.generation.max_len_a, mt.cfg.generation.max_len_b) == (0, 200)
+    assert mt.device == torch.device("cpu")
     assert mt.translate(sentences) == expected
     assert mt.translate(sentences[0]) == expected[0]
     with pytest.raises(FileNotFoundError, match="checkpoint not found: .*missing.pt"):
         load_translator(trained, data / "bin", checkpoint_file="missing.pt", source_lang="src", target_lang="tgt")
     with pytest.raises(FileNotFoundError, match="dictionary for 'en'"):
-        load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt")
+        load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", source_lang="en",
+                        target_lang="de")
+
+
+def test_python_api_device_follows_torch(data, trained, monkeypatch):
+    """Without device=, the model goes to "cuda" when torch sees a GPU; device= chooses."""
+    from fairseq_rope import hub
+
+    moved = []
+    monkeypatch.setattr(hub.Translator, "to", lambda self, device: moved.append(device) or self)
+    monkeypatch.setattr(hub.torch.cuda, "is_available", lambda: True)
+    hub.load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", tokenizer=None)
+    hub.load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", tokenizer=None, device="cpu")
+    assert moved == ["cuda", "cpu"]
 
 
 def test_python_api_with_sentencepiece_translates_like_fairseq_interactive(data, tmp_path):
@@ -157,8 +174,7 @@ def test_python_api_with_sentencepiece_translates_like_fairseq_interactive(data,
     out = run("fairseq-interactive", tmp_path / "bin", "--user-dir", USER_DIR, "--path",
               tmp_path / "model" / "checkpoint_last.pt", "--beam", "4", "--lenpen", "0.6", "--source-lang", "src",
               "--target-lang", "tgt", "--cpu", "--bpe", "sentencepiece", "--sentencepiece-model", tmp_path / "spm.model",
-              "--max-len-a", "1.2", "--max-len-b", "10", "--buffer-size", "4", "--batch-size", "4",
-              input="\n".join(sentences) + "\n")
+              "--buffer-size", "4", "--batch-size", "4", input="\n".join(sentences) + "\n")
     expected = [h[0] for _, h in sorted(hypotheses(out.stdout, "D-").items())]
     assert len(expected) == 4 and len(set(expected)) == 4
     mt = load_translator(tmp_path / "model", tmp_path / "bin", checkpoint_file="checkpoint_last.pt",

@@ -214,7 +214,7 @@ def test_python_api_loads_the_averaged_checkpoint(recipe):
          "--path", str(checkpoint),
          "--beam", "4", "--lenpen", "0.6", "--source-lang", "en", "--target-lang", "de", "--tokenizer", "moses",
          "--bpe", "subword_nmt", "--bpe-codes", str(work / "prep" / "bpe" / "codes"),
-         "--max-len-a", "1.2", "--max-len-b", "10", "--buffer-size", "4", "--batch-size", "4"],  # one batch, as the API
+         "--buffer-size", "4", "--batch-size", "4"],  # one batch, as the API; fairseq's length limits, as the API
         input="\n".join(sources) + "\n", capture_output=True, text=True, env=recipe["env"], check=True)
     expected = [line.split("\t")[2] for line in out.stdout.splitlines() if line.startswith("D-")]
     assert len(expected) == 4 and len(set(expected)) == 4, expected
@@ -249,17 +249,20 @@ def test_evaluate_with_ctranslate2_backend(recipe):
 
 
 def test_train_dry_run_computes_tokens_per_update(recipe):
-    # the paper's defaults: nothing but the data and the GPU count is set
-    env = recipe_env(recipe["work"], DRY_RUN=1)
-    cases = [(dict(NGPU="8"), "--max-tokens 3125 --update-freq 1", "--fp16"),
-             (dict(NGPU="1"), "--max-tokens 3572 --update-freq 7", "--fp16"),
-             (dict(CUDA_VISIBLE_DEVICES="0,1,2,3"), "--max-tokens 3125 --update-freq 2", "--fp16"),
-             (dict(NGPU="8", PRECISION="amp"), "--max-tokens 3125 --update-freq 1", "--amp"),
+    # the paper's defaults: nothing but the data and the GPU count is set; a node that shows 8 GPUs
+    env = recipe_env(recipe["work"], DRY_RUN=1, CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7")
+    # (settings, batch, flags, GPUs in all): NGPU below the visible GPUs uses that many, not all
+    cases = [(dict(NGPU="8"), "--max-tokens 3125 --update-freq 1", ("--fp16", "--distributed-world-size 8"), 8),
+             (dict(NGPU="1"), "--max-tokens 3572 --update-freq 7", ("--fp16", "--distributed-world-size 1"), 1),
+             (dict(NGPU="4"), "--max-tokens 3125 --update-freq 2", ("--distributed-world-size 4",), 4),
+             (dict(CUDA_VISIBLE_DEVICES="0,1,2,3"), "--max-tokens 3125 --update-freq 2", ("--distributed-world-size 4",), 4),
+             (dict(NGPU="8", PRECISION="amp"), "--max-tokens 3125 --update-freq 1", ("--amp",), 8),
              (dict(NGPU="4", NNODES="2", MASTER_ADDR="node0", PRECISION="fp16"),
-              "--max-tokens 3125 --update-freq 1", "--distributed-world-size 8")]
-    for extra, tokens, flag in cases:
+              "--max-tokens 3125 --update-freq 1", ("--distributed-world-size 8",), 8)]
+    for extra, tokens, flags, gpus in cases:
         proc = step("train.sh", dict(env, **extra))
-        assert tokens in proc.stderr and flag in proc.stderr, proc.stderr
+        assert tokens in proc.stderr and f"on {gpus} GPU(s)" in proc.stderr, proc.stderr
+        assert all(flag in proc.stderr for flag in flags), proc.stderr
         assert "--max-update 100000" in proc.stderr and "--lr 5e-4" in proc.stderr
     assert "torchrun --nnodes 2 --node_rank 0 --nproc_per_node 4 --master_addr node0" in proc.stderr
     assert not (recipe["work"] / "checkpoints" / "rope_transformer_wmt_en_de").exists()
@@ -268,11 +271,23 @@ def test_train_dry_run_computes_tokens_per_update(recipe):
     printed = proc.stderr.split("DRY_RUN=1: would run: ", 1)[1].splitlines()[0]
     words = shlex.split(printed)
     assert words[0] == "fairseq-train" and words[words.index("--adam-betas") + 1] == "(0.9, 0.98)"
-    assert words[-2:] == ["--rope-theta", "500"] and "--adam-betas '(0.9, 0.98)'" in printed
+    assert words[words.index("--rope-theta") + 1] == "500" and "--adam-betas '(0.9, 0.98)'" in printed
+    proc = step("train.sh", dict(env, NGPU="4", CUDA_VISIBLE_DEVICES="0,1"), ok=False)
+    assert "NGPU=4, but this node shows 2 GPU(s) (CUDA_VISIBLE_DEVICES='0,1')" in proc.stderr
     proc = step("train.sh", dict(env, NGPU="0", PRECISION="fp16"), ok=False)
     assert "PRECISION=fp16 needs a GPU" in proc.stderr
     proc = step("train.sh", dict(env, NGPU="8", PRECISION="bf16"), ok=False)
     assert "PRECISION=bf16 is not supported" in proc.stderr and "use PRECISION=fp16 or PRECISION=amp" in proc.stderr
+
+
+def test_train_dry_run_on_a_fresh_checkout_prints_the_command(tmp_path):
+    """DRY_RUN=1 before prepare.sh has made any data: the plan and the whole command, nothing created."""
+    proc = step("train.sh", recipe_env(tmp_path / "work", DRY_RUN=1, CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7"))
+    assert "holds no binarized data yet (prepare.sh makes it)" in proc.stderr
+    printed = shlex.split(proc.stderr.split("DRY_RUN=1: would run: ", 1)[1].splitlines()[0])
+    assert printed[:2] == ["fairseq-train", str(tmp_path / "work" / "data-bin")]
+    assert printed[printed.index("--distributed-world-size") + 1] == "8"
+    assert not (tmp_path / "work").exists()
 
 
 def test_rerun_skips_and_training_resumes(recipe):

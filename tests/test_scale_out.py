@@ -108,7 +108,7 @@ def test_two_cpu_processes_train_like_one_process_with_update_freq_2(prepared, t
 
 def test_cpu_workers_refused_with_gpus_and_failing_rank_stops_all(prepared):
     env = dict(prepared["env"], RUN_NAME="bad_workers", MAX_UPDATE="2")
-    proc = step("train.sh", dict(env, CPU_WORKERS="2", NGPU="2", DRY_RUN="1"), ok=False)
+    proc = step("train.sh", dict(env, CPU_WORKERS="2", NGPU="2", CUDA_VISIBLE_DEVICES="0,1", DRY_RUN="1"), ok=False)
     assert "CPU_WORKERS=2 is for training on the CPU (NGPU=0); found NGPU=2" in proc.stderr
     proc = step("train.sh", dict(env, CPU_WORKERS="two"), ok=False)
     assert "CPU_WORKERS must be an integer >= 1, got 'two'" in proc.stderr

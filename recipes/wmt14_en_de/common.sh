@@ -109,19 +109,28 @@ run_to() {
   mv -f "$out.tmp" "$out"
 }
 
-# Number of GPUs this process may use: NGPU if set, else CUDA_VISIBLE_DEVICES, else nvidia-smi -L.
-detect_gpus() {
-  if [ -n "${NGPU:-}" ]; then need_int NGPU "$NGPU"; echo "$NGPU"; return; fi
+# visible_gpus: the GPUs this process can see: CUDA_VISIBLE_DEVICES if set, else nvidia-smi -L (0: none)
+visible_gpus() {
   if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
     if [ -z "$CUDA_VISIBLE_DEVICES" ] || [ "$CUDA_VISIBLE_DEVICES" = "-1" ]; then echo 0
     else echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .; fi
-    return
-  fi
-  if command -v nvidia-smi >/dev/null 2>&1; then
+  elif command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true
-    return
+  else
+    echo 0
   fi
-  echo 0
+}
+
+# detect_gpus: the GPUs to use on this node: NGPU if set (at most the visible ones), else every visible one
+detect_gpus() {
+  local visible
+  visible=$(visible_gpus)
+  if [ -z "${NGPU:-}" ]; then echo "$visible"; return; fi
+  need_int NGPU "$NGPU"
+  [ "$NGPU" -le "$visible" ] || die "NGPU=$NGPU, but this node shows $visible GPU(s) \
+($( [ -n "${CUDA_VISIBLE_DEVICES+x}" ] && echo "CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES'" || echo "nvidia-smi -L")): \
+lower NGPU, or make more GPUs visible"
+  echo "$NGPU"
 }
 
 # logged LOG [fairseq-rope-progress options] -- CMD...: runs CMD with its whole output appended to LOG

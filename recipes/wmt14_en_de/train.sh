@@ -15,7 +15,9 @@
 #   MAX_TOKENS_PER_GPU    4096, the memory cap per GPU and batch
 #   MAX_TOKENS, UPDATE_FREQ  default: UPDATE_FREQ = ceil(TOKENS_PER_UPDATE / (WORLD * MAX_TOKENS_PER_GPU)),
 #                         MAX_TOKENS = ceil(TOKENS_PER_UPDATE / (WORLD * UPDATE_FREQ)), WORLD = GPUs in all nodes
-#   NGPU                  GPUs per node (default: CUDA_VISIBLE_DEVICES, else nvidia-smi -L; 0 = CPU)
+#   NGPU                  GPUs used per node (default: every visible one: CUDA_VISIBLE_DEVICES, else
+#                         nvidia-smi -L; 0 = CPU); fewer than visible: the first NGPU (fairseq's
+#                         --distributed-world-size); more than visible: an error
 #   CPU_WORKERS           1; with NGPU=0 and CPU_WORKERS>1, that many training processes on this machine's
 #                         CPU (gloo, fairseq's legacy_ddp, rendezvous on 127.0.0.1:MASTER_PORT): for
 #                         testing distributed training without GPUs
@@ -78,7 +80,11 @@ and fairseq-train then crashes on GPUs and CPUs for every model; use PRECISION=f
 one_of PRECISION "$PRECISION" auto fp16 amp fp32
 one_of LOG_FORMAT "$LOG_FORMAT" json simple tqdm none
 one_of LAUNCHER "$LAUNCHER" auto torchrun
-need_file "$DATA_BIN/dict.$SRC.txt" "binarized data (run prepare.sh first; DATA_BIN)"
+if [ "${DRY_RUN:-0}" = 1 ] && [ ! -f "$DATA_BIN/dict.$SRC.txt" ]; then
+  log "DRY_RUN=1: $DATA_BIN holds no binarized data yet (prepare.sh makes it); the plan assumes it will"
+else
+  need_file "$DATA_BIN/dict.$SRC.txt" "binarized data (run prepare.sh first; DATA_BIN)"
+fi
 need_cmd fairseq-train "pip install fairseq-fixed"
 need_cmd fairseq-rope-checkpoint "$ROPE_HINT"
 need_cmd fairseq-rope-progress "$ROPE_HINT"
@@ -106,7 +112,7 @@ fi
 # starts; a re-run with other values is refused unless ALLOW_CHANGED_SETTINGS=1
 SETTINGS="ARCH=$ARCH
 TASK=$TASK
-DATA_BIN=$(cd "$DATA_BIN" && pwd)
+DATA_BIN=$( (cd "$DATA_BIN" 2>/dev/null && pwd) || echo "$DATA_BIN")
 MAX_UPDATE=$MAX_UPDATE
 LR=$LR
 WARMUP_INIT_LR=$WARMUP_INIT_LR
@@ -156,6 +162,9 @@ if [ "$NGPU" -eq 0 ] && [ "$WORLD" -gt 1 ]; then
   # gradients are averaged by fairseq's own all-reduce (legacy_ddp)
   args+=(--distributed-world-size "$WORLD" --distributed-init-method "tcp://127.0.0.1:$MASTER_PORT"
          --distributed-no-spawn --distributed-backend gloo --ddp-backend legacy_ddp)
+elif [ "$NGPU" -gt 0 ] && [ "$NNODES" -eq 1 ] && [ "$LAUNCHER" = auto ]; then
+  # fairseq would otherwise take every GPU it sees: exactly NGPU of them (devices 0 .. NGPU-1 of the visible)
+  args+=(--distributed-world-size "$WORLD")
 elif [ "$NNODES" -gt 1 ] || [ "$LAUNCHER" = torchrun ]; then
   need_cmd torchrun "it comes with torch"
   [ -n "${MASTER_ADDR:-}" ] || [ "$NNODES" -eq 1 ] || die "NNODES=$NNODES needs MASTER_ADDR (the address of node 0)"
