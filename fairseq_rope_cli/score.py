@@ -98,6 +98,10 @@ def main(argv=None):
     ap.add_argument("--generate-output", required=True, help="stdout of fairseq-generate")
     ap.add_argument("--ref", required=True, help="raw (untokenized) reference file, one sentence per line")
     ap.add_argument("--lang", required=True, help="target language (for the Moses tokenizer/detokenizer)")
+    ap.add_argument("--tokenization", choices=("moses", "none"), default="moses",
+                    help="how the training text was tokenized before subwords (prepare.sh's PRETOKENIZER): "
+                         "moses (default): the hypotheses are Moses-detokenized for sacreBLEU and the references "
+                         "Moses-tokenized for the tokenized BLEU; none: both are scored as they are")
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--json", help="result file (default OUT_DIR/result.json)")
     ap.add_argument("--arch", default="")
@@ -119,7 +123,8 @@ def main(argv=None):
 
     refs = read_lines(args.ref, PROG)
     hyps_tok = read_hypotheses(args.generate_output, len(refs), args.ref)
-    hyps_detok = [detokenize_line(h, args.lang) for h in hyps_tok]
+    moses = args.tokenization == "moses"
+    hyps_detok = [detokenize_line(h, args.lang) for h in hyps_tok] if moses else hyps_tok
     os.makedirs(args.out_dir, exist_ok=True)
     tok_path = os.path.join(args.out_dir, f"hyps.tok.{args.lang}")
     detok_path = os.path.join(args.out_dir, f"hyps.detok.{args.lang}")
@@ -130,7 +135,7 @@ def main(argv=None):
     sacre = bleu.corpus_score(hyps_detok, [refs])
     signature = str(bleu.get_signature())
 
-    refs_tok = [compound_split(tokenize_line(r, args.lang)) for r in refs]
+    refs_tok = [compound_split(tokenize_line(r, args.lang) if moses else r) for r in refs]
     hyps_split = [compound_split(h) for h in hyps_tok]
     tok_bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(hyps_split, [refs_tok])
 
@@ -146,8 +151,10 @@ def main(argv=None):
         "sacrebleu_detail": str(sacre),
         "tokenized_bleu": round(tok_bleu.score, 2),
         "tokenized_bleu_detail": str(tok_bleu),
-        "tokenized_bleu_note": "tokenized, compound-split (fairseq's convention): Moses tokenizer -a, "
-                               "##AT## compound splitting, BLEU on whitespace tokens; not comparable to sacreBLEU",
+        "tokenization": args.tokenization,
+        "tokenized_bleu_note": ("tokenized, compound-split (fairseq's convention): Moses tokenizer -a, "
+                                if moses else "tokenized, compound-split (fairseq's convention): the text as given, ")
+                               + "##AT## compound splitting, BLEU on whitespace tokens; not comparable to sacreBLEU",
         "hyps_detok": os.path.abspath(detok_path),
         "hyps_tok": os.path.abspath(tok_path),
         "generate_output": os.path.abspath(args.generate_output),

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from fairseq_rope.checkpoints import load_checkpoint
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(REPO, "recipes", "wmt14_en_de")
 TINY_MODEL = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
@@ -22,7 +24,7 @@ TINY_MODEL = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --de
 
 
 KNOBS = """RAW_DIR DATA_BIN PREP_DIR TASK CPU_WORKERS MODEL_OVERRIDES RUN_NAME SAVE_DIR CHECKPOINT AVG_CHECKPOINT EVAL_DIR ARCH ARCHS NGPU NNODES
-NODE_RANK MASTER_ADDR MASTER_PORT LAUNCHER TOKENIZER BPE_MERGES BPE_VOCAB_THRESHOLD SPM_VOCAB_SIZE SPM_MODEL_TYPE
+NODE_RANK MASTER_ADDR MASTER_PORT LAUNCHER TOKENIZER PRETOKENIZER BPE_CODES SPM_MODEL SRCDICT TGTDICT JOINED_DICTIONARY BPE_MERGES BPE_VOCAB_THRESHOLD SPM_VOCAB_SIZE SPM_MODEL_TYPE
 SPM_INPUT_SENTENCES CLEAN_MIN CLEAN_MAX CLEAN_RATIO MAX_UPDATE LR WARMUP_INIT_LR WARMUP_UPDATES ADAM_BETAS DROPOUT
 LABEL_SMOOTHING WEIGHT_DECAY CLIP_NORM SEED TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU MAX_TOKENS UPDATE_FREQ PRECISION
 SAVE_INTERVAL_UPDATES KEEP_INTERVAL_UPDATES LOG_INTERVAL LOG_FORMAT EXTRA_TRAIN_ARGS DRY_RUN AVERAGE_LAST
@@ -329,6 +331,51 @@ def test_last_update_ending_an_epoch_is_saved_for_averaging(recipe):
     assert (save / f"checkpoint_1_{n}.pt").exists()
     proc = step("average.sh", env)
     assert f"checkpoint_1_{n}.pt" in proc.stderr
+
+
+def test_finetune_a_model_trained_elsewhere_through_the_recipe(recipe, tmp_path):
+    """A transformer trained elsewhere (here: the recipe's own, in another work dir), with its BPE codes and
+    dictionary: prepare.sh applies them (BPE_CODES, SRCDICT) instead of learning new ones, and train.sh
+    fine-tunes it into RoPE (--finetune-from-model): every weight they share starts from the transformer's."""
+    elsewhere = recipe["work"]
+    codes, dictionary = elsewhere / "prep" / "bpe" / "codes", elsewhere / "data-bin" / "dict.en.txt"
+    baseline = elsewhere / "checkpoints" / "transformer" / "checkpoint_last.pt"
+    env = dict(recipe["env"], WORK_DIR=str(tmp_path / "work"), BPE_CODES=str(codes), SRCDICT=str(dictionary),
+               BPE_MERGES="7")  # (not used: no codes are learned)
+    proc = step("prepare.sh", env)
+    assert f"BPE_CODES: applying {codes}" in proc.stderr
+    data = tmp_path / "work" / "data-bin"
+    assert (data / "dict.en.txt").read_text() == (data / "dict.de.txt").read_text() == dictionary.read_text()
+    assert (tmp_path / "work" / "prep" / "bpe" / "codes").read_text() == codes.read_text()
+    extra = f"{TINY_MODEL} --finetune-from-model {baseline}"
+    step("train.sh", dict(env, ARCH="rope_transformer", RUN_NAME="finetuned", MAX_UPDATE="2",
+                          SAVE_INTERVAL_UPDATES="1", EXTRA_TRAIN_ARGS=extra))
+    log = (tmp_path / "work" / "checkpoints" / "finetuned" / "train.log").read_text()
+    assert f"loading pretrained model from {baseline}" in log
+    start = load_checkpoint(str(baseline))["model"]
+    tuned = load_checkpoint(str(tmp_path / "work" / "checkpoints" / "finetuned" / "checkpoint_1_1.pt"))["model"]
+    shared = [k for k in tuned if k in start and tuned[k].is_floating_point()]
+    assert len(shared) > 20 and max((tuned[k] - start[k]).abs().max().item() for k in shared) < 5e-3  # one update away
+
+
+def test_prepare_text_as_it_is_with_a_dictionary_per_language(recipe, tmp_path):
+    """PRETOKENIZER=none uses the text as it is; JOINED_DICTIONARY=0 makes a dictionary per language, and
+    train.sh then shares only the decoder's input and output embeddings; evaluate.sh scores without Moses."""
+    env = dict(recipe["env"], WORK_DIR=str(tmp_path / "work"), PRETOKENIZER="none", JOINED_DICTIONARY="0")
+    step("prepare.sh", env)
+    work = tmp_path / "work"
+    assert (work / "prep" / "tok" / "valid.de").read_text() == (recipe["raw"] / "valid.de").read_text()
+    assert (work / "data-bin" / "dict.en.txt").read_text() != (work / "data-bin" / "dict.de.txt").read_text()
+    assert "PRETOKENIZER=none" in (work / "data-bin" / "recipe.env").read_text()
+    proc = step("train.sh", dict(env, DRY_RUN="1"))
+    command = shlex.split(proc.stderr.split("DRY_RUN=1: would run: ", 1)[1].splitlines()[0])
+    assert "--share-decoder-input-output-embed" in command and "--share-all-embeddings" not in command
+    bad = step("prepare.sh", dict(env, WORK_DIR=str(tmp_path / "other"), JOINED_DICTIONARY="1",
+                                  SRCDICT=str(work / "data-bin" / "dict.en.txt"),
+                                  TGTDICT=str(work / "data-bin" / "dict.de.txt")), ok=False)
+    assert "differ: a joined dictionary needs one file; set JOINED_DICTIONARY=0" in bad.stderr
+    bad = step("prepare.sh", dict(env, WORK_DIR=str(tmp_path / "other"), BPE_CODES=str(tmp_path / "missing")), ok=False)
+    assert f"BPE_CODES not found: {tmp_path / 'missing'}" in bad.stderr
 
 
 def test_prepare_with_sentencepiece(tmp_path):

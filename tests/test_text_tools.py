@@ -197,6 +197,26 @@ def test_score_translations_sorts_and_scores(tmp_path):
     assert "tokenized, compound-split BLEU (fairseq's convention)" in proc.stderr and proc.stdout == ""
 
 
+def test_score_with_tokenization_none_scores_the_text_as_it_is(tmp_path):
+    """--tokenization none (prepare.sh's PRETOKENIZER=none): no Moses detokenization of the hypotheses and
+    no Moses tokenization of the references; the result records it."""
+    gen = tmp_path / "gen.out"
+    gen.write_text(GENERATE_OUTPUT, encoding="utf-8")
+    refs = ["ein Auto , das von Menschen @-@ gemacht ist .", "der Hund schläft .", "Ich sehe ."]
+    ref = write(tmp_path / "ref.de", refs)
+    out = tmp_path / "eval"
+    tool("fairseq-rope-score", "--generate-output", gen, "--ref", ref, "--lang", "de", "--out-dir", out,
+         "--tokenization", "none")
+    hyps = ["ein Auto , das von Menschen @-@ gemacht ist .", "der Hund schläft .", "ich sehe ."]
+    assert read(out / "hyps.detok.de") == read(out / "hyps.tok.de") == hyps
+    result = json.loads((out / "result.json").read_text())
+    assert result["tokenization"] == "none"
+    assert result["sacrebleu"] == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
+    split = lambda line: re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", line)  # noqa: E731
+    expected = sacrebleu.corpus_bleu([split(h) for h in hyps], [[split(r) for r in refs]], tokenize="none", force=True)
+    assert result["tokenized_bleu"] == round(expected.score, 2)
+
+
 @pytest.mark.parametrize("n_ref", [2, 4])
 def test_score_translations_refuses_count_mismatch(tmp_path, n_ref):
     gen = tmp_path / "gen.out"

@@ -67,6 +67,8 @@ check_plugin
 
 env_of() { sed -n "s/^$1=//p" "$DATA_BIN/recipe.env"; }
 TOKENIZER=$(env_of TOKENIZER)
+PRETOKENIZER=$(env_of PRETOKENIZER)
+PRETOKENIZER=${PRETOKENIZER:-moses}  # (data-bins made before PRETOKENIZER existed were Moses-tokenized)
 REF=${REF:-$(env_of RAW_DIR)/$GEN_SUBSET.$TGT}
 need_file "$REF" "raw reference REF"
 if [ -z "${TEST_SET:-}" ]; then
@@ -127,6 +129,6 @@ fields=(--set "beam=$BEAM" --set "lenpen=$LENPEN" --set "tokenizer=$TOKENIZER" -
 if [ "$BACKEND" = ctranslate2 ]; then  # the compute type CTranslate2 used: from the info fairseq-rope-ct2-generate wrote
   fields+=(--set "ct2_dir=$CT2_DIR" --set "ct2_quantization=$CT2_QUANTIZATION" --extra-file "$GEN.info.json")
 fi
-fairseq-rope-score --generate-output "$GEN" --ref "$REF" --lang "$TGT" \
+fairseq-rope-score --generate-output "$GEN" --ref "$REF" --lang "$TGT" --tokenization "$PRETOKENIZER" \
   --out-dir "$EVAL_DIR" --arch "$ARCH" --run-name "$RUN_NAME" --checkpoint "$CHECKPOINT" --test-set "$TEST_SET" \
   "${fields[@]}"

@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # Step 1: data. Raw text -> Moses tokenization -> cleaning -> joint subwords [-> concatenated pairs] -> fairseq binaries.
+# Each of these can be yours instead: text already tokenized, a subword model, fairseq dictionaries.
 #
 #   RAW_DIR      directory with train/valid/test.{en,de} plain text. Unset: download WMT14 En-De
 #                (download.sh) into $WORK_DIR/raw.
 #   WORK_DIR     work directory (default: <repo>/work/wmt14_en_de)
 #   PREP_DIR     intermediate text (default: $WORK_DIR/prep)
 #   DATA_BIN     fairseq-preprocess output (default: $WORK_DIR/data-bin)
+#   PRETOKENIZER moses (default: sacremoses' normalize-punctuation + tokenize -a) or none (the text is
+#                used as it is: already tokenized, or raw text for sentencepiece); evaluate.sh then
+#                scores without Moses detokenization
 #   TOKENIZER    bpe (subword-nmt, default) or spm (sentencepiece)
+#   BPE_CODES    existing subword-nmt codes to apply instead of learning new ones (TOKENIZER=bpe),
+#                e.g. those of a model trained elsewhere
+#   SPM_MODEL    an existing sentencepiece model to apply instead of training one (TOKENIZER=spm)
+#   SRCDICT, TGTDICT  existing fairseq dictionaries (fairseq-preprocess --srcdict/--tgtdict), e.g. a
+#                trained model's dict.<lang>.txt; one file for both (or SRCDICT alone): a joined dictionary
+#   JOINED_DICTIONARY 1 (default: one dictionary for both languages, the paper's, needed by
+#                --share-all-embeddings) or 0 (one per language; train.sh then shares only the decoder's
+#                input and output embeddings)
 #   BPE_MERGES   joint BPE merge operations (default 37000, aiming at the paper's ~37k joint
 #                vocabulary; the dictionary size is printed at the end: it is merges + characters
 #                minus merge intermediates no longer used, so only approximately 37k)
@@ -24,6 +36,12 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 TOKENIZER=${TOKENIZER:-bpe}
+PRETOKENIZER=${PRETOKENIZER:-moses}
+BPE_CODES=${BPE_CODES:-}
+SPM_MODEL=${SPM_MODEL:-}
+SRCDICT=${SRCDICT:-}
+TGTDICT=${TGTDICT:-${SRCDICT}}
+JOINED_DICTIONARY=${JOINED_DICTIONARY:-1}
 BPE_MERGES=${BPE_MERGES:-37000}
 BPE_VOCAB_THRESHOLD=${BPE_VOCAB_THRESHOLD:-50}
 SPM_VOCAB_SIZE=${SPM_VOCAB_SIZE:-37000}
@@ -40,6 +58,19 @@ PREP_DIR=${PREP_DIR:-$WORK_DIR/prep}
 DATA_BIN=${DATA_BIN:-$WORK_DIR/data-bin}
 
 one_of TOKENIZER "$TOKENIZER" bpe spm
+one_of PRETOKENIZER "$PRETOKENIZER" moses none
+one_of JOINED_DICTIONARY "$JOINED_DICTIONARY" 1 0
+[ -z "$BPE_CODES" ] || [ "$TOKENIZER" = bpe ] || die "BPE_CODES is for TOKENIZER=bpe (subword-nmt); got TOKENIZER=$TOKENIZER"
+[ -z "$SPM_MODEL" ] || [ "$TOKENIZER" = spm ] || die "SPM_MODEL is for TOKENIZER=spm (sentencepiece); got TOKENIZER=$TOKENIZER"
+for v in BPE_CODES SPM_MODEL SRCDICT TGTDICT; do
+  [ -z "${!v}" ] || need_file "${!v}" "$v"
+  [ -z "${!v}" ] || printf -v "$v" '%s' "$(cd "$(dirname "${!v}")" && pwd)/$(basename "${!v}")"
+done
+[ -n "$SRCDICT" ] || [ -z "${TGTDICT}" ] || die "TGTDICT needs SRCDICT (the source dictionary) as well"
+if [ -n "$SRCDICT" ] && ! cmp -s "$SRCDICT" "$TGTDICT"; then
+  [ "$JOINED_DICTIONARY" = 0 ] || die "SRCDICT=$SRCDICT and TGTDICT=$TGTDICT differ: a joined dictionary \
+needs one file; set JOINED_DICTIONARY=0 for one dictionary per language"
+fi
 need_int BPE_MERGES "$BPE_MERGES" 1
 need_int BPE_VOCAB_THRESHOLD "$BPE_VOCAB_THRESHOLD" 0
 need_int SPM_VOCAB_SIZE "$SPM_VOCAB_SIZE" 8
@@ -67,12 +98,17 @@ fi
 RAW_DIR=$(cd "$RAW_DIR" && pwd)
 for split in train valid test; do check_parallel "$RAW_DIR/$split"; done
 
-if [ "$TOKENIZER" = bpe ]; then subword="bpe merges=$BPE_MERGES vocabulary-threshold=$BPE_VOCAB_THRESHOLD"
+if [ -n "$BPE_CODES" ]; then subword="bpe codes=$BPE_CODES:$(cksum < "$BPE_CODES" | cut -d' ' -f1)"
+elif [ -n "$SPM_MODEL" ]; then subword="spm model=$SPM_MODEL:$(cksum < "$SPM_MODEL" | cut -d' ' -f1)"
+elif [ "$TOKENIZER" = bpe ]; then subword="bpe merges=$BPE_MERGES vocabulary-threshold=$BPE_VOCAB_THRESHOLD"
 else subword="spm vocab=$SPM_VOCAB_SIZE type=$SPM_MODEL_TYPE input-sentences=$SPM_INPUT_SENTENCES"; fi
+if [ -n "$SRCDICT" ]; then dictionary="given src=$SRCDICT:$(cksum < "$SRCDICT" | cut -d' ' -f1) tgt=$TGTDICT:$(cksum < "$TGTDICT" | cut -d' ' -f1)"
+else dictionary="joined=$JOINED_DICTIONARY"; fi
+pretokenizer=$([ "$PRETOKENIZER" = moses ] && echo sacremoses-normalize+tokenize-a-noescape || echo none)
 SETTINGS="raw=$RAW_DIR $(for s in train valid test; do for l in $SRC $TGT; do
   printf '%s.%s:%s ' $s $l "$(wc -c < "$RAW_DIR/$s.$l" | tr -d ' ')"; done; done)
-tokenizer=sacremoses-normalize+tokenize-a-noescape clean=$CLEAN_MIN-$CLEAN_MAX,ratio=$CLEAN_RATIO
-subword=$subword"
+tokenizer=$pretokenizer clean=$CLEAN_MIN-$CLEAN_MAX,ratio=$CLEAN_RATIO
+subword=$subword dictionary=$dictionary"
 if [ "$CONCAT_PAIRS" -gt 1 ]; then
   SETTINGS="$SETTINGS concat=$CONCAT_PAIRS,$CONCAT_ORDER"
   [ "$CONCAT_ORDER" != random ] || SETTINGS="$SETTINGS,seed=$CONCAT_SEED"
@@ -91,14 +127,22 @@ fi
 echo "$SETTINGS" > "$PREP_DIR/.settings"
 log "raw text: $RAW_DIR; intermediate files: $PREP_DIR; binaries: $DATA_BIN"
 
-# 1. normalize punctuation + tokenize (Moses rules via sacremoses, in parallel)
+# 1. normalize punctuation + tokenize (Moses rules via sacremoses, in parallel), or (PRETOKENIZER=none) as it is
 mkdir -p "$PREP_DIR/tok"
-log "tokenizing $RAW_DIR/{train,valid,test}.{$SRC,$TGT} -> $PREP_DIR/tok ($WORKERS workers)"
+if [ "$PRETOKENIZER" = moses ]; then
+  log "tokenizing $RAW_DIR/{train,valid,test}.{$SRC,$TGT} -> $PREP_DIR/tok ($WORKERS workers)"
+else
+  log "PRETOKENIZER=none: $RAW_DIR/{train,valid,test}.{$SRC,$TGT} used as they are (copied to $PREP_DIR/tok)"
+fi
 for split in train valid test; do
   for lang in $SRC $TGT; do
     out=$PREP_DIR/tok/$split.$lang
     if [ -f "$out" ]; then log "tokenized already: $out"; continue; fi
-    fairseq-rope-prep tokenize --lang "$lang" -i "$RAW_DIR/$split.$lang" -o "$out" --workers "$WORKERS"
+    if [ "$PRETOKENIZER" = moses ]; then
+      fairseq-rope-prep tokenize --lang "$lang" -i "$RAW_DIR/$split.$lang" -o "$out" --workers "$WORKERS"
+    else
+      cp "$RAW_DIR/$split.$lang" "$out.tmp" && mv -f "$out.tmp" "$out"
+    fi
   done
 done
 
@@ -118,6 +162,18 @@ check_parallel "$PREP_DIR/clean/train"
 SUB=$PREP_DIR/$TOKENIZER
 mkdir -p "$SUB"
 input_of() { [ "$1" = train ] && echo "$PREP_DIR/clean/train.$2" || echo "$PREP_DIR/tok/$1.$2"; }
+vocabulary=()  # subword-nmt's vocabulary filter: only with codes learned here (and their vocabularies)
+if [ "$TOKENIZER" = bpe ] && [ -n "$BPE_CODES" ]; then
+  if [ ! -f "$SUB/codes" ]; then
+    log "BPE_CODES: applying $BPE_CODES (no codes learned) -> $SUB/codes"
+    cp "$BPE_CODES" "$SUB/codes.tmp" && mv -f "$SUB/codes.tmp" "$SUB/codes"
+  fi
+elif [ "$TOKENIZER" = spm ] && [ -n "$SPM_MODEL" ]; then
+  if [ ! -f "$SUB/spm.model" ]; then
+    log "SPM_MODEL: applying $SPM_MODEL (no model trained) -> $SUB/spm.model"
+    cp "$SPM_MODEL" "$SUB/spm.model.tmp" && mv -f "$SUB/spm.model.tmp" "$SUB/spm.model"
+  fi
+fi
 if [ "$TOKENIZER" = bpe ]; then
   if [ ! -f "$SUB/codes" ]; then
     log "learning $BPE_MERGES joint BPE merges -> $SUB/codes"
@@ -132,8 +188,8 @@ if [ "$TOKENIZER" = bpe ]; then
     for lang in $SRC $TGT; do
       out=$SUB/$split.$lang
       [ -f "$out" ] && continue
-      subword-nmt apply-bpe -c "$SUB/codes" --vocabulary "$SUB/vocab.$lang" \
-        --vocabulary-threshold "$BPE_VOCAB_THRESHOLD" --num-workers "$WORKERS" \
+      [ -n "$BPE_CODES" ] || vocabulary=(--vocabulary "$SUB/vocab.$lang" --vocabulary-threshold "$BPE_VOCAB_THRESHOLD")
+      subword-nmt apply-bpe -c "$SUB/codes" "${vocabulary[@]}" --num-workers "$WORKERS" \
         -i "$(input_of $split $lang)" -o "$out.tmp"
       mv -f "$out.tmp" "$out"
     done
@@ -170,22 +226,28 @@ if [ "$CONCAT_PAIRS" -gt 1 ]; then
   fi
 fi
 
-# 5. binarize with one joined dictionary (needed by --share-all-embeddings)
+# 5. binarize with one joined dictionary (needed by --share-all-embeddings), one per language, or the given ones
 if [ ! -f "$DATA_BIN/recipe.env" ]; then
-  log "binarizing -> $DATA_BIN (fairseq-preprocess --joined-dictionary, $WORKERS workers)"
   rm -rf "$DATA_BIN.tmp" "$DATA_BIN.dict"
   dict_args=()
-  if [ "$CONCAT_PAIRS" -gt 1 ]; then
+  [ "$JOINED_DICTIONARY" = 0 ] || dict_args=(--joined-dictionary)
+  if [ -n "$SRCDICT" ]; then
+    dict_args+=(--srcdict "$SRCDICT")
+    [ "$JOINED_DICTIONARY" = 1 ] || dict_args+=(--tgtdict "$TGTDICT")
+  fi
+  log "binarizing -> $DATA_BIN (fairseq-preprocess ${dict_args[*]:-(a dictionary per language)}, $WORKERS workers)"
+  if [ "$CONCAT_PAIRS" -gt 1 ] && [ -z "$SRCDICT" ]; then
     # the dictionary of the pairs alone (the concatenations add no symbol), so that a model trained
     # with them has the same vocabulary, in the same order, as one trained without
     logged "$PREP_DIR/preprocess.log" -- fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
-      --trainpref "$SUB/train" --dict-only --destdir "$DATA_BIN.dict" --joined-dictionary --workers "$WORKERS" \
+      --trainpref "$SUB/train" --dict-only --destdir "$DATA_BIN.dict" "${dict_args[@]}" --workers "$WORKERS" \
       || die "fairseq-preprocess failed: see $PREP_DIR/preprocess.log"
-    dict_args=(--srcdict "$DATA_BIN.dict/dict.$SRC.txt")
+    dict_args+=(--srcdict "$DATA_BIN.dict/dict.$SRC.txt")
+    [ "$JOINED_DICTIONARY" = 1 ] || dict_args+=(--tgtdict "$DATA_BIN.dict/dict.$TGT.txt")
   fi
   logged "$PREP_DIR/preprocess.log" -- fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
     --trainpref "$train_pref" --validpref "$SUB/valid" --testpref "$SUB/test" "${dict_args[@]}" \
-    --destdir "$DATA_BIN.tmp" --joined-dictionary --workers "$WORKERS" \
+    --destdir "$DATA_BIN.tmp" --workers "$WORKERS" \
     || die "fairseq-preprocess failed: see $PREP_DIR/preprocess.log"
   { grep -h "replaced (by" "$PREP_DIR/preprocess.log" || true; } | tail -n 6 | sed -E "s/^.*(\[[^]]+\] )/[$STEP] \1/" >&2
   rm -rf "$DATA_BIN.dict"
@@ -193,6 +255,7 @@ if [ ! -f "$DATA_BIN/recipe.env" ]; then
   cat > "$DATA_BIN.tmp/recipe.env" <<EOF
 RAW_DIR=$RAW_DIR
 TOKENIZER=$TOKENIZER
+PRETOKENIZER=$PRETOKENIZER
 SRC=$SRC
 TGT=$TGT
 CONCAT_PAIRS=$CONCAT_PAIRS
@@ -201,7 +264,11 @@ EOF
 fi
 mark_done "$PREP_DIR" "$SETTINGS"
 dict_size=$(( $(line_count "$DATA_BIN/dict.$SRC.txt") + 4 ))
-log "done: $DATA_BIN; joint dictionary: $dict_size entries (incl. 4 specials); $subword"
+if cmp -s "$DATA_BIN/dict.$SRC.txt" "$DATA_BIN/dict.$TGT.txt"; then
+  log "done: $DATA_BIN; joint dictionary: $dict_size entries (incl. 4 specials); $subword"
+else
+  log "done: $DATA_BIN; dictionaries: $SRC $dict_size, $TGT $(( $(line_count "$DATA_BIN/dict.$TGT.txt") + 4 )) entries (incl. 4 specials); $subword"
+fi
 concatenated=""
 [ "$CONCAT_PAIRS" -eq 1 ] || concatenated=", $(line_count "$train_pref.$SRC") with the concatenations of $CONCAT_PAIRS"
 log "training pairs: $(line_count "$RAW_DIR/train.$SRC") raw, $(line_count "$PREP_DIR/clean/train.$SRC") after cleaning$concatenated"

@@ -130,6 +130,13 @@ if [ "${DRY_RUN:-0}" != 1 ] && [ -f "$SAVE_DIR/.done" ] && [ "$(cat "$SAVE_DIR/.
   exit 0
 fi
 
+# one joined dictionary (prepare.sh's default): every embedding shared, as the paper; one per language:
+# the decoder's input and output embeddings only (DRY_RUN before prepare.sh: the default assumed)
+sharing=--share-all-embeddings
+if [ -f "$DATA_BIN/dict.$SRC.txt" ] && ! cmp -s "$DATA_BIN/dict.$SRC.txt" "$DATA_BIN/dict.$TGT.txt"; then
+  sharing=--share-decoder-input-output-embed
+  log "$DATA_BIN has a dictionary per language: $sharing (not --share-all-embeddings)"
+fi
 tb_args=()
 # fairseq logs to TensorBoard through tensorboardX or torch.utils.tensorboard (which needs the
 # tensorboard package): look for either without importing torch (seconds per run)
@@ -139,7 +146,7 @@ fi
 # shellcheck disable=SC2206
 extra=($EXTRA_TRAIN_ARGS)
 args=(
-  "$DATA_BIN" --user-dir "$USER_DIR" --task "$TASK" --arch "$ARCH" --share-all-embeddings
+  "$DATA_BIN" --user-dir "$USER_DIR" --task "$TASK" --arch "$ARCH" "$sharing"
   --optimizer adam --adam-betas "$ADAM_BETAS" --clip-norm "$CLIP_NORM" --weight-decay "$WEIGHT_DECAY"
   --lr "$LR" --lr-scheduler inverse_sqrt --warmup-init-lr "$WARMUP_INIT_LR" --warmup-updates "$WARMUP_UPDATES"
   --criterion label_smoothed_cross_entropy --label-smoothing "$LABEL_SMOOTHING" --dropout "$DROPOUT"
