@@ -10,7 +10,6 @@ import logging
 import os
 import socket
 import subprocess
-import sys
 from dataclasses import dataclass
 from typing import Callable, Tuple
 
@@ -484,6 +483,5 @@ def test_docs_publish_the_matrix():
     assert matrix_markdown() in text, f"docs/position_encodings.md: paste the output of python {__file__}"
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":  # python tests/test_features.py: the table for docs/position_encodings.md
     print(matrix_markdown())
