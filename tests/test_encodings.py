@@ -15,7 +15,7 @@ from fairseq.sequence_generator import SequenceGenerator
 import fairseq_rope.self_attention as self_attention
 from conftest import random_tokens
 from fairseq_rope.alibi import ALiBiBias, ALiBiTransformerModel, alibi_slopes
-from fairseq_rope.encodings import EncodingTransformerModel, PositionEncoding
+from fairseq_rope.encodings import EncodingTransformerModel, PositionEncoding, position_tables
 from fairseq_rope.shaw import RelativePositionAttention, ShawRPETransformerModel
 from fairseq_rope.t5_bias import T5BiasTransformerModel, relative_position_bucket
 from test_model import decode_step_by_step_equals_full_pass, encode
@@ -425,3 +425,45 @@ def test_alibi_penalty_in_bfloat16_is_the_float32_product_rounded_once():
     assert torch.equal(got, want)
     rounded_distance = -(bias.slopes[:, None] * torch.tensor([257.0]).to(torch.bfloat16))
     assert not torch.equal(got[:, 257:258], rounded_distance)
+
+
+def test_position_tables_are_the_encodings_own_and_nothing_else(dict_dir, build):
+    """What fine-tuning from a transformer fills in: exactly the tables a transformer lacks (Shaw's a^K and
+    a^V of every layer, T5's table of each stack; nothing for ALiBi, RoPE or the transformer), so that a
+    checkpoint missing any other weight still fails fairseq's strict load."""
+    want = {
+        "transformer": set(),
+        "rope_transformer": set(),
+        "alibi_transformer": set(),
+        "rpe_transformer": {f"{side}.layers.{i}.self_attn.relative_{t}.weight" for side in ("encoder", "decoder")
+                            for i in (0, 1) for t in ("keys", "values")},
+        "t5bias_transformer": {f"{side}.position_bias.relative_attention_bias.weight" for side in ("encoder", "decoder")},
+    }
+    base, _ = build(dict_dir, "transformer")
+    for arch, keys in want.items():
+        model, _ = build(dict_dir, arch)
+        assert set(position_tables(model)) == keys, arch
+        recorded = {"encoder.original_max_positions", "decoder.original_max_positions"}  # RoPE's, upgraded on their own
+        assert keys == set(model.state_dict()) - set(base.state_dict()) - recorded
+        state = {k: v for k, v in base.state_dict().items() if k != "encoder.layers.0.self_attn.q_proj.weight"}
+        with pytest.raises(RuntimeError, match="Missing key.*encoder.layers.0.self_attn.q_proj.weight"):
+            model.load_state_dict(state, strict=True, model_cfg=model.cfg)
+
+
+@pytest.mark.parametrize("arch, flags", [("rope_transformer", []), *VARIANTS], ids=["rope", *VARIANT_IDS])
+def test_several_new_tokens_after_a_cache_attend_as_in_one_pass(dict_dir, build, arch, flags):
+    """Decoder self-attention fed 3 tokens, then 4 more at once with their rows of the future mask (a
+    chunk after a cache, as a prefix is forced), equals one pass over the 7, by SDPA and written out."""
+    model, _ = build(dict_dir, arch, *flags)
+    model.double()
+    attn = model.decoder.layers[0].self_attn
+    x = torch.randn(7, 2, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    future = torch.triu(torch.full((7, 7), float("-inf"), dtype=torch.float64), 1)
+    with torch.no_grad():
+        full, _ = attn(x, x, x, attn_mask=future, need_weights=False)
+        for need_weights in (False, True):
+            state, first, rest = {}, x[:3], x[3:]
+            attn(first, first, first, attn_mask=future[:3, :3], incremental_state=state, need_weights=need_weights)
+            chunk, _ = attn(rest, rest, rest, attn_mask=future[3:, :], incremental_state=state,
+                            need_weights=need_weights)
+            torch.testing.assert_close(chunk, full[3:], rtol=1e-12, atol=1e-12)

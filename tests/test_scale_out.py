@@ -276,19 +276,20 @@ def test_stopping_the_multi_process_recipe_leaves_none_of_its_processes(prepared
     log = prepared["work"] / "checkpoints" / env["RUN_NAME"] / "train.log"
     proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    while not (log.exists() and '"num_updates": "2"' in log.read_text()):
-        assert proc.poll() is None, proc.stderr.read()[-3000:]
-        time.sleep(0.05)
-    assert any("--distributed-rank 1" in p for p in session_processes(proc.pid))
-    proc.send_signal(sig)
-    status = proc.wait(timeout=60)
-    deadline = time.time() + 30
-    while session_processes(proc.pid) and time.time() < deadline:
-        time.sleep(0.2)
-    left = session_processes(proc.pid)
-    for line in left:  # do not leave them to the rest of the suite
-        subprocess.run(["pkill", "-s", str(proc.pid)])
-    assert not left, f"still running after train.sh stopped: {left}"
+    try:
+        while not (log.exists() and '"num_updates": "2"' in log.read_text()):
+            assert proc.poll() is None, proc.stderr.read()[-3000:]
+            time.sleep(0.05)
+        assert any("--distributed-rank 1" in p for p in session_processes(proc.pid))
+        proc.send_signal(sig)
+        status = proc.wait(timeout=60)
+        deadline = time.time() + 30
+        while session_processes(proc.pid) and time.time() < deadline:
+            time.sleep(0.2)
+        left = session_processes(proc.pid)
+        assert not left, f"still running after train.sh stopped: {left}"
+    finally:  # whatever failed, leave nothing to the rest of the suite
+        subprocess.run(["pkill", "-KILL", "-s", str(proc.pid)])
     assert status == 128 + sig  # as a shell reports a command stopped by the signal
 
 
