@@ -3,7 +3,8 @@
 Use with any fairseq command line: ``--user-dir fairseq_rope --arch rope_transformer_wmt_en_de``.
 Importing the package registers the ``rope_transformer`` model and its architectures, the
 baselines it is measured against (``rpe_transformer``: Shaw's relative positions, ``t5bias_transformer``:
-T5's relative bias, ``alibi_transformer``: ALiBi, each in fairseq's sizes), the
+T5's relative bias, ``alibi_transformer``: ALiBi, ``nope_transformer``: no positions, each in fairseq's
+sizes), the
 ``translation_resumable`` task (translation whose interrupted runs resume exactly), and
 allowlists what fairseq checkpoints pickle for ``torch.load(weights_only=True)``.
 """
@@ -49,4 +50,4 @@ from .linear_attention import RotaryLinearAttention  # noqa: E402,F401
 from .options import RopeOptions  # noqa: E402,F401
 from .rotary import RotaryEmbedding, apply_rotary  # noqa: E402,F401
 from .task import ResumableTranslationTask  # noqa: E402,F401
-from . import alibi, shaw, t5_bias  # noqa: E402,F401  the other position encodings, one module each
+from . import alibi, nope, shaw, t5_bias  # noqa: E402,F401  the other position encodings, one module each

@@ -9,12 +9,14 @@ search. This module adds eq. 34: the queries and keys are rotated before they ar
 Positions (m and n of eq. 16) are the slot index 0 .. T-1 along the time axis; while decoding
 incrementally the new token continues after the cached keys, which are cached already rotated.
 Scores depend on m - n only and padding is masked, so a left-padded sentence attends exactly as
-it would alone. In training with ``--rope-random-positions`` the encoder or decoder sets
-``positions`` (B x T) for one forward instead; with ``--rope-scaling auto`` it sets each sentence's
-YaRN factor (``sentence_scaling``) where a sentence is longer than the training length.
+it would alone. Each forward the encoder or decoder gives it its ``forward_inputs``
+(:meth:`~fairseq_rope.options.RopeOptions.forward_inputs`): in training with
+``--rope-random-positions``, the ``positions`` (B x T) to rotate by instead; with ``--rope-scaling
+auto``, each sentence's YaRN factor and the training length (``scaling``) where a sentence is longer
+than the training length.
 """
 
-from typing import Optional, Tuple
+from typing import Tuple
 
 from torch import Tensor
 
@@ -39,10 +41,6 @@ class RotaryMultiheadAttention(SelfAttention):
                          qn_block_size=qn_block_size)
         self.options = options
         self.rotary = RotaryEmbedding(self.head_dim, options)
-        # set by the encoder or decoder for one forward: positions B x T (--rope-random-positions, training),
-        # or (factors B, training length L) for per-sentence frequencies (--rope-scaling auto)
-        self.positions: Optional[Tensor] = None
-        self.sentence_scaling: Optional[Tuple[Tensor, int]] = None
 
     def position_queries_keys(self, q: Tensor, k: Tensor, past: int) -> Tuple[Tensor, Tensor]:
         """Eq. 34 on q and k: the keys are cached rotated."""
@@ -50,14 +48,15 @@ class RotaryMultiheadAttention(SelfAttention):
 
     def check_self_attention(self, query, key, value, static_kv, incremental_state):
         super().check_self_attention(query, key, value, static_kv, incremental_state)
-        if self.positions is not None and incremental_state is not None:
+        if self.forward_inputs.get("positions") is not None and incremental_state is not None:
             raise ValueError("random positions are for training; incremental decoding uses the slot index")
 
     def rotate(self, x: Tensor, past: int) -> Tensor:
-        """x (B x H x T x D) rotated by positions past .. past+T-1, or by ``positions`` (B x T), with
-        each sentence's own frequencies where ``sentence_scaling`` is set."""
-        if self.positions is not None:
-            return self.rotary.rotate_at(x, self.positions[:, None, :])
-        if self.sentence_scaling is not None:
-            return self.rotary.rotate_per_sentence(x, past, *self.sentence_scaling)
+        """x (B x H x T x D) rotated by positions past .. past+T-1, or by the forward's ``positions``
+        (B x T), with each sentence's own frequencies where the forward's ``scaling`` is set."""
+        positions, scaling = self.forward_inputs.get("positions"), self.forward_inputs.get("scaling")
+        if positions is not None:
+            return self.rotary.rotate_at(x, positions[:, None, :])
+        if scaling is not None:
+            return self.rotary.rotate_per_sentence(x, past, *scaling)
         return self.rotary.rotate(x, past)

@@ -58,6 +58,7 @@ from ctranslate2.converters.converter import Converter
 from ctranslate2.specs import transformer_spec
 
 from .checkpoints import load_checkpoint
+from .encodings import ENCODINGS
 from .options import RopeOptions
 
 METADATA = "fairseq_rope_ct2.json"
@@ -79,9 +80,9 @@ def checkpoint_args(state, path):
 def check_exportable(args, model_name):
     """Refuses, naming the option, what the engine would silently compute differently."""
     problems = []
-    if model_name == "alibi_transformer":
-        problems.append(f"--arch {args.arch}: CTranslate2 {ctranslate2.__version__} has ALiBi in decoder specs only, "
-                        "not in the encoder (TransformerEncoderSpec has no alibi)")
+    refusal = getattr(ENCODINGS.get(model_name), "ctranslate2_refusal", None)  # the encoding says why
+    if refusal:
+        problems.append(f"--arch {args.arch}: {refusal}")
     elif model_name not in SUPPORTED_MODELS:
         problems.append(f"--arch {args.arch} (model {model_name}): only {' and '.join(SUPPORTED_MODELS)} are supported")
     activation = getattr(args, "activation_fn", "relu")

@@ -1,29 +1,39 @@
-"""fairseq's Transformer with another position encoding in its self-attention: what the baselines share.
+"""fairseq's Transformer with a position encoding in its self-attention: one model for every encoding.
 
-RoPE's model is model.py. The other encodings (Shaw's relative positions: shaw.py, T5's relative
-bias: t5_bias.py, ALiBi: alibi.py) are each one module holding their options, their attention term
-and their registration (a model class and :func:`register_architectures`). Everything else comes from here and from
-fairseq, once: the encoder and decoder (fairseq's, with this self-attention in every layer and
-cross-attention left as it is), no additive position embeddings unless
-``--add-token-positional-embeddings``, and fairseq's sizes as architectures.
+The path from ``--arch`` to the hooks: an architecture (``rope_transformer_wmt_en_de``, ...) is a model
+class registered by :func:`register_architectures`, an :class:`EncodingTransformerModel` whose
+``encoding`` is the encoding's options class. Building the model writes the options' defaults into the
+args, refuses the fairseq features the encoding declares it cannot run with, and makes the options
+object once (``cfg.position_encoding``). fairseq's encoder and decoder (:class:`Encoder`,
+:class:`Decoder`) then ask it, through fairseq's own ``build_self_attention`` hook of every layer,
+for the layer's self-attention (:class:`~fairseq_rope.self_attention.SelfAttention` or its subclass
+with the encoding's hooks), and for what the stack itself holds:
 
-An encoding is a frozen dataclass subclassing :class:`PositionEncoding`: each field is the flag
-``--<prefix>-<field>`` with its default, checked once when the model is built. It builds the
-self-attention of a layer (:meth:`PositionEncoding.build_self_attention`: fairseq's attention, with
-the encoding's hooks if it has any) and says which of fairseq's features it cannot run with
-(``refused_features``). An encoding whose logit bias is shared by the layers of a stack (T5, ALiBi)
-subclasses :class:`StackBias`: each stack owns the bias module (:meth:`StackBias.build_position_bias`,
-saved once, as ``encoder.position_bias``) and every layer's :class:`StackBiasAttention` evaluates it
-for its own queries and keys. Nothing is handed to the layers per forward, so that fairseq's
-LayerDrop (which samples the layers it runs) and activation checkpointing (which runs a layer's
-forward again in the backward) see the same model as a plain forward.
+  * :meth:`PositionEncoding.build_position_bias`: a logit bias shared by the layers of a stack (T5's
+    table, ALiBi's slopes; encodings subclassing :class:`StackBias`), a module of the encoder or
+    decoder that each layer's :class:`StackBiasAttention` evaluates for its own queries and keys;
+  * :meth:`PositionEncoding.forward_inputs`: what the self-attentions need at each forward (RoPE's
+    random positions and per-sentence factors), given to every self-attention of the stack as its
+    ``forward_inputs``; :meth:`PositionEncoding.encoder_outputs` passes some of it on to the decoder;
+  * :meth:`PositionEncoding.register_buffers` / :meth:`PositionEncoding.upgrade_state_dict`: state the
+    stack saves (RoPE's recorded training length).
+
+Everything else is fairseq's: embeddings, cross-attention, layer norms, incremental decoding,
+checkpoints, LayerDrop and activation checkpointing. There are no additive position embeddings unless
+``--add-token-positional-embeddings``. An encoding is one module: its options (a frozen dataclass
+subclassing :class:`PositionEncoding`, field ``x`` the flag ``--<prefix>-x``), its attention term and
+its registration; it imports from this scaffold only.
 """
 
 import dataclasses
 import logging
-from typing import Callable, ClassVar, Dict, Optional
+import os
+import sys
+import typing
+from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 
 from torch import Tensor, nn
+from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model_architecture
 from fairseq.models.transformer import (
     TransformerDecoderBase,
@@ -34,50 +44,61 @@ from fairseq.models.transformer import (
     transformer_wmt_en_de,
     transformer_wmt_en_de_big,
 )
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 
-from .model import UNBOUNDED_POSITIONS, drop_additive_positions, refuse_features, wrap_layer
-from .self_attention import SELF_ATTENTION_ONLY, SelfAttention
+from .self_attention import SelfAttention
 
 logger = logging.getLogger(__name__)
 
-# fairseq's sizes: architecture <model><suffix> = fairseq's transformer<suffix> with this encoding
+# fairseq's sizes: architecture <model><suffix> = fairseq's transformer<suffix> with the encoding
 SIZES = {"": base_architecture, "_wmt_en_de": transformer_wmt_en_de,
          "_wmt_en_de_big": transformer_wmt_en_de_big, "_iwslt_de_en": transformer_iwslt_de_en}
+# Without additive position embeddings the model reports this many positions: only the task's
+# --max-{source,target}-positions apply.
+UNBOUNDED_POSITIONS = 1_000_000
 # fairseq's MultiheadAttention parameters: whatever else a self-attention holds is its encoding's
 FAIRSEQ_ATTENTION = ("q_proj", "k_proj", "v_proj", "out_proj", "bias_k", "bias_v")
+# fairseq's features that need a self-attention to take other keys than its queries' (args names)
+SELF_ATTENTION_ONLY = {"cross_self_attention": "its decoder self-attention would also attend to the encoder's "
+                                              "states, which have no positions on the target's axis"}
+# model name -> its encoding's options class, for the tools that offer every encoding
+ENCODINGS: Dict[str, type] = {}
 
 
 class PositionEncoding:
-    """Base of an encoding's options (a frozen dataclass; field ``x`` is ``--<prefix>-x``)."""
+    """Base of an encoding's options (a frozen dataclass; field ``x`` is ``--<prefix>-x``) and of
+    what it asks of the scaffold; every hook is a no-op here (the encoding of fairseq's attention
+    without positions)."""
 
     prefix: ClassVar[str]  # of the flags and of the args: --<prefix>-<field>, args.<prefix>_<field>
     title: ClassVar[str]  # of the flags' group in --help
     # fairseq features (args names) the encoding cannot run with, and why: refused when the model is built
     refused_features: ClassVar[Dict[str, str]] = SELF_ATTENTION_ONLY
+    # why CTranslate2 cannot run the encoding (fairseq-rope-ct2 refuses it saying so), or None
+    ctranslate2_refusal: ClassVar[Optional[str]] = None
+    # the names under which encoder_outputs() puts tensors in the encoder's output
+    encoder_output_keys: ClassVar[Tuple[str, ...]] = ()
 
     def fail(self, field: str, what: str):
         raise ValueError(f"--{self.prefix}-{field.replace('_', '-')} {what}; got {getattr(self, field)!r}")
 
-    def build_self_attention(self, embed_dim: int, num_heads: int, causal: bool, **fairseq_args) -> SelfAttention:
-        """The self-attention of one layer (``fairseq_args``: dropout, q_noise, qn_block_size)."""
-        return SelfAttention(embed_dim, num_heads, causal=causal, **fairseq_args)
-
-    def build_position_bias(self, num_heads: int, causal: bool) -> Optional[nn.Module]:
-        """The module of a logit bias shared by the layers of a stack, or None (see :class:`StackBias`)."""
-        return None
+    # ---- the options: flags, defaults, the object made from the args ----
 
     @classmethod
     def add_args(cls, parser):
         group = parser.add_argument_group(cls.title)
         for field in dataclasses.fields(cls):
-            flag, help = f"--{cls.prefix}-{field.name.replace('_', '-')}", f"{field.metadata['help']} (default: {field.default})"
+            flag = f"--{cls.prefix}-{field.name.replace('_', '-')}"
+            help = f"{field.metadata['help']} (default: {field.metadata.get('default', field.default)})"
             if field.type is bool:
                 group.add_argument(flag, action="store_true", help=help)
             else:
-                group.add_argument(flag, type=field.type, metavar=field.name[0].upper(), help=help)
+                kind = [t for t in typing.get_args(field.type) if t is not type(None)] or [field.type]
+                group.add_argument(flag, type=kind[0], metavar=field.metadata.get("metavar", field.name[0].upper()),
+                                   help=help)
         group.add_argument("--add-token-positional-embeddings", action="store_true",
-                           help="also add fairseq's token-position embeddings (off: relative positions only)")
+                           help="also add fairseq's token-position embeddings (off: the encoding's positions only)")
 
     @classmethod
     def set_defaults(cls, args):
@@ -93,8 +114,43 @@ class PositionEncoding:
 
     @classmethod
     def from_args(cls, args) -> "PositionEncoding":
-        return cls(**{field.name: getattr(args, f"{cls.prefix}_{field.name}", field.default)
-                      for field in dataclasses.fields(cls)})
+        """The options of fairseq's ``args`` (``args.<prefix>_*``; a missing one, as in checkpoints saved
+        before the option existed, takes its default), checked against the model's sizes."""
+        options = cls(**{field.name: getattr(args, f"{cls.prefix}_{field.name}", None) for field in
+                         dataclasses.fields(cls) if getattr(args, f"{cls.prefix}_{field.name}", None) is not None})
+        options.check_model(args)
+        return options
+
+    def check_model(self, args):
+        """Checks the options against the model's other settings (``args``): nothing here."""
+
+    # ---- what the layers and the stacks hold ----
+
+    def build_self_attention(self, embed_dim: int, num_heads: int, causal: bool, **fairseq_args) -> SelfAttention:
+        """The self-attention of one layer (``fairseq_args``: dropout, q_noise, qn_block_size)."""
+        return SelfAttention(embed_dim, num_heads, causal=causal, **fairseq_args)
+
+    def build_position_bias(self, num_heads: int, causal: bool) -> Optional[nn.Module]:
+        """The module of a logit bias shared by the layers of a stack, or None (see :class:`StackBias`)."""
+        return None
+
+    def register_buffers(self, coder: nn.Module):
+        """State the encoder or decoder saves with the model: none here."""
+
+    def upgrade_state_dict(self, coder: nn.Module, state_dict: Dict[str, Tensor], name: str):
+        """Completes the state of ``coder`` (key prefix ``name``) in a checkpoint saved without it."""
+
+    # ---- each forward ----
+
+    def forward_inputs(self, coder: nn.Module, tokens: Tensor, encoder_out: Optional[dict] = None) -> Dict[str, Any]:
+        """What every self-attention of ``coder`` needs for this forward, from its input ``tokens`` (B x T)
+        and, in the decoder, the encoder's output (the encoder: None). Nothing here."""
+        return {}
+
+    def encoder_outputs(self, inputs: Dict[str, Any]) -> Dict[str, Tensor]:
+        """Batch-first tensors of the encoder's forward inputs that the decoder needs as well: added to
+        the encoder's output under their names, reordered with the beams. None here."""
+        return {}
 
 
 class StackBias(PositionEncoding):
@@ -128,8 +184,18 @@ class StackBiasAttention(SelfAttention):
         return self.stack_bias(past, q.size(2), S)
 
 
+# ---- fairseq's layers, encoder and decoder with the encoding's self-attention ----
+
 def fairseq_attention_args(layer, cfg):
     return dict(dropout=cfg.attention_dropout, q_noise=layer.quant_noise, qn_block_size=layer.quant_noise_block_size)
+
+
+def wrap_layer(layer, cfg):
+    """fairseq's activation checkpointing and FSDP wrapping, as in its build_*_layer."""
+    if cfg.checkpoint_activations:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+    min_params_to_wrap = cfg.min_params_to_wrap if not cfg.checkpoint_activations else 0
+    return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
 
 
 class EncoderLayer(TransformerEncoderLayerBase):
@@ -141,55 +207,107 @@ class EncoderLayer(TransformerEncoderLayerBase):
 class DecoderLayer(TransformerDecoderLayerBase):
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         if add_bias_kv or add_zero_attn:
-            raise ValueError("add_bias_kv/add_zero_attn are not supported with relative position encodings")
+            raise ValueError("add_bias_kv/add_zero_attn are not supported with a position encoding in self-attention")
         return cfg.position_encoding.build_self_attention(embed_dim, cfg.decoder.attention_heads, causal=True,
                                                           **fairseq_attention_args(self, cfg))
 
 
-class RelativePositions:
-    """Encoder and decoder without additive positions unless asked for: no length limit of their own,
-    and a checkpoint's additive positions dropped (a baseline's, for fine-tuning). The stack's
-    position bias, if its encoding has one, is built here and given to every layer's self-attention."""
+class Stack:
+    """What the encoder and the decoder share: the encoding's state and position bias, its inputs at
+    each forward, no length limit without additive positions, and checkpoints of other models."""
 
-    def build_position_bias(self, cfg, num_heads: int, causal: bool):
-        self.position_bias = cfg.position_encoding.build_position_bias(num_heads, causal)
+    def build_positions(self, cfg, num_heads: int, causal: bool):
+        self.encoding = cfg.position_encoding
+        self.encoding.register_buffers(self)
+        self.position_bias = self.encoding.build_position_bias(num_heads, causal)
         if self.position_bias is not None:
             for module in self.modules():  # every layer, whatever LayerDrop samples
                 if isinstance(module, StackBiasAttention):
                     module.use_stack_bias(self.position_bias)
+
+    def give_forward_inputs(self, inputs: Dict[str, Any]):
+        """Gives every self-attention of the stack this forward's inputs. Found among all modules, not
+        by iterating the layers (which LayerDrop samples); they stay until the next forward, so that
+        activation checkpointing's second run of a layer, in the backward, sees the same ones."""
+        for module in self.modules():
+            if isinstance(module, SelfAttention):
+                module.forward_inputs = inputs
 
     def max_positions(self):
         return super().max_positions() if self.embed_positions is not None else UNBOUNDED_POSITIONS
 
     def upgrade_state_dict_named(self, state_dict, name):
         drop_additive_positions(self, state_dict, name)
+        self.encoding.upgrade_state_dict(self, state_dict, name)
         return super().upgrade_state_dict_named(state_dict, name)
 
 
-class Encoder(RelativePositions, TransformerEncoderBase):
-    """fairseq's encoder; its layers' self-attention is the encoding's (positions: the slot index
-    0 .. T-1, so left padding shifts all of them)."""
+def drop_additive_positions(coder, state_dict, name):
+    """A model without additive positions ignores them in a checkpoint (a baseline's, to fine-tune)."""
+    if coder.embed_positions is not None:
+        return
+    prefix = f"{name}.embed_positions." if name else "embed_positions."
+    dropped = [key for key in state_dict if key.startswith(prefix)]
+    for key in dropped:
+        del state_dict[key]
+    if dropped:
+        logger.warning("%s has no additive position embeddings: ignoring %s from the checkpoint",
+                       coder.encoding.prefix, ", ".join(dropped))
+
+
+class Encoder(Stack, TransformerEncoderBase):
+    """fairseq's encoder with the encoding's self-attention (positions: the slot index 0 .. T-1, so
+    left padding shifts all of them)."""
 
     def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
-        self.build_position_bias(cfg, cfg.encoder.attention_heads, causal=False)
+        self.build_positions(cfg, cfg.encoder.attention_heads, causal=False)
 
     def build_encoder_layer(self, cfg):
         return wrap_layer(EncoderLayer(cfg, return_fc=self.return_fc), cfg)
 
+    def forward(self, src_tokens, *args, **kwargs):
+        inputs = self.encoding.forward_inputs(self, src_tokens)
+        self.give_forward_inputs(inputs)
+        encoder_out = super().forward(src_tokens, *args, **kwargs)
+        encoder_out.update({key: [value] for key, value in self.encoding.encoder_outputs(inputs).items()})
+        return encoder_out
 
-class Decoder(RelativePositions, TransformerDecoderBase):
-    """fairseq's decoder; its layers' self-attention is the encoding's (causal). Decoding
-    incrementally, fairseq feeds the last of the n tokens so far: its query is at n - 1 and the keys
-    at 0 .. n-1, as fairseq's own position embeddings count."""
+    def reorder_encoder_out(self, encoder_out, new_order):
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        for key in self.encoding.encoder_output_keys:
+            if encoder_out.get(key):
+                reordered[key] = [encoder_out[key][0].index_select(0, new_order)]
+        return reordered
+
+
+class Decoder(Stack, TransformerDecoderBase):
+    """fairseq's decoder with the encoding's (causal) self-attention. Decoding incrementally, fairseq
+    feeds the last of the n tokens so far: its query is at n - 1 and the keys at 0 .. n-1, as
+    fairseq's own position embeddings count."""
 
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
                          output_projection=output_projection)
-        self.build_position_bias(cfg, cfg.decoder.attention_heads, causal=True)
+        self.build_positions(cfg, cfg.decoder.attention_heads, causal=True)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return wrap_layer(DecoderLayer(cfg, no_encoder_attn), cfg)
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, *args, **kwargs):
+        self.give_forward_inputs(self.encoding.forward_inputs(self, prev_output_tokens, encoder_out or {}))
+        return super().extract_features(prev_output_tokens, encoder_out, *args, **kwargs)
+
+
+# ---- the model ----
+
+def refuse_features(args, refused):
+    """Stops the build of ``args.arch`` on a fairseq feature its encoding cannot run with (``refused``:
+    args name -> why), in argparse's words: ``PROG: error: --flag is not supported by ARCH: why``."""
+    for name, why in refused.items():
+        if getattr(args, name, False):
+            raise ValueError(f"{os.path.basename(sys.argv[0])}: error: --{name.replace('_', '-')} is not supported "
+                             f"by {args.arch}: {why}")
 
 
 def position_tables(model) -> Dict[str, Tensor]:
@@ -199,10 +317,10 @@ def position_tables(model) -> Dict[str, Tensor]:
     tables = {}
     for name, module in model.named_modules():
         if isinstance(module, SelfAttention):
-            tables.update((f"{name}.{key}", tensor) for key, tensor in module.state_dict().items()
+            tables.update((f"{name}.{key}", tensor) for key, tensor in module.named_parameters()
                           if key.split(".")[0] not in FAIRSEQ_ATTENTION)
         elif name.endswith("position_bias"):
-            tables.update((f"{name}.{key}", tensor) for key, tensor in module.state_dict().items())
+            tables.update((f"{name}.{key}", tensor) for key, tensor in module.named_parameters())
     return tables
 
 
@@ -224,12 +342,12 @@ class EncodingTransformerModel(TransformerModel):
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
+        # the options object, made and checked once, on the TransformerConfig (which fairseq does not save)
         cfg.position_encoding = cls.encoding.from_args(cfg)
         return Encoder(cfg, src_dict, embed_tokens)
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
-        cfg.position_encoding = cls.encoding.from_args(cfg)
         return Decoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
 
     def upgrade_state_dict_named(self, state_dict, name):
@@ -245,13 +363,14 @@ class EncodingTransformerModel(TransformerModel):
                         "initialised them", type(self).__name__, self.encoding.title, len(missing), next(iter(missing)))
 
 
-def register_architectures(model_name: str, encoding: type):
-    """Registers ``model_name`` (base) and ``<model_name>_wmt_en_de``, ``_wmt_en_de_big``, ``_iwslt_de_en``:
-    fairseq's sizes with ``encoding``'s defaults."""
-    for suffix, fairseq_architecture in SIZES.items():
+def register_architectures(model_name: str, encoding: type, sizes=SIZES):
+    """Registers the architectures ``<model_name><suffix>`` of the registered model ``model_name`` (whose
+    encoding is ``encoding``): fairseq's sizes with the encoding's defaults. Lists the model in ENCODINGS."""
+    for suffix, fairseq_architecture in sizes.items():
         def architecture(args, fairseq_architecture=fairseq_architecture):
             encoding.set_defaults(args)  # before fairseq's, whose sizes would otherwise be base's
             fairseq_architecture(args)
 
         architecture.__name__ = f"{model_name}{suffix}"
         register_model_architecture(model_name, f"{model_name}{suffix}")(architecture)
+    ENCODINGS[model_name] = encoding

@@ -1,14 +1,24 @@
-"""The rotary options of a ``rope_transformer``: one validated object, built once from fairseq's args.
+"""RoPE as a position encoding: the rotary options of a ``rope_transformer`` (one validated object,
+built once from fairseq's args) and what RoPE asks of the shared scaffold (encodings.py): its
+self-attention (eq. 34, or eq. 19 with ``--rope-attention linear``), and at each forward the random
+positions of training, the per-sentence factors of ``--rope-scaling auto`` and the recorded
+training length.
 
 Every ``--rope-*`` flag is a field here; the model, each self-attention, the rotation and the
 CTranslate2 export read this object, never the flags. A bad value fails when the object is made,
 with one message per flag naming it and what it accepts.
 """
 
-from dataclasses import dataclass, fields
-from typing import ClassVar, Dict, Optional
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
 
-from .self_attention import SELF_ATTENTION_ONLY
+import torch
+from torch import Tensor
+
+from .encodings import PositionEncoding, SelfAttention
+
+logger = logging.getLogger(__name__)
 
 LAYOUTS = ("interleaved", "half")
 ATTENTIONS = ("softmax", "linear")
@@ -18,24 +28,47 @@ SCALINGS = ("none", "linear", "ntk", "yarn", "auto")
 
 
 @dataclass(frozen=True)
-class RopeOptions:
+class RopeOptions(PositionEncoding):
     """What ``--rope-*`` sets. Field ``x`` is the flag ``--rope-x`` (``args.rope_x``)."""
 
-    # fairseq features (args names) RoPE cannot run with, and why: refused when the model is built
-    refused_features: ClassVar[Dict[str, str]] = SELF_ATTENTION_ONLY
+    prefix = "rope"
+    title = "Rotary position embedding (RoFormer)"
+    encoder_output_keys = ("rope_scaling_factors",)
 
-    theta: float = 10000.0  # base of the frequencies theta_i = theta^(-2(i-1)/d), eq. 15
-    layout: str = "interleaved"  # channel pairs (2i, 2i+1) as eq. 34, or "half": (i, i + d/2)
-    dim: Optional[int] = None  # rotated channels per head (even); None: the whole head
-    attention: str = "softmax"  # "linear": RoPE with linear attention, eq. 19
-    scaling: str = "none"  # frequencies for inputs longer than in training: SCALINGS
-    scaling_factor: float = 1.0  # how many times longer than in training (auto: per sentence instead)
-    original_max_positions: Optional[int] = None  # the longest training sequence in tokens (YaRN's L);
-    # auto reads L from the model (recorded in training) unless this is set
-    random_positions: int = 0  # training only: sorted random positions from [0, N) (0: off)
+    theta: float = field(default=10000.0, metadata={  # eq. 15
+        "metavar": "F", "help": "base of the rotation frequencies theta_i = F^(-2(i-1)/d)"})
+    layout: str = field(default="interleaved", metadata={  # channel pairs (2i, 2i+1) as eq. 34, or (i, i + d/2)
+        "metavar": "L", "help": "pairing of rotated channels: 'interleaved' (the paper's eq. 34) or 'half' "
+                                "(GPT-NeoX rotate_half)"})
+    dim: Optional[int] = field(default=None, metadata={
+        "metavar": "N", "default": "the whole head", "help": "channels rotated per head, even"})
+    attention: str = field(default="softmax", metadata={
+        "metavar": "A", "help": "self-attention of encoder and decoder: 'softmax' or 'linear': the paper's eq. 19, "
+                                "RoPE with linear attention, phi(x) = elu(x) + 1, O(length); no attention weights "
+                                "and no --attention-dropout in linear mode (cross-attention stays softmax and keeps "
+                                "both)"})
+    scaling: str = field(default="none", metadata={
+        "metavar": "S", "help": "frequencies for inputs longer than in training: 'none' (the paper's), 'linear' "
+                                "(position interpolation, positions / F), 'ntk' (NTK-aware: base * F^(d/(d-2))), "
+                                "'yarn' (YaRN: per-frequency interpolation and its softmax temperature; needs "
+                                "--rope-original-max-positions) or 'auto' (YaRN per sentence, factor = source "
+                                "length / training length, none for sentences no longer than in training; the "
+                                "training length is recorded by the model); usually set at generation time with "
+                                "--model-overrides"})
+    scaling_factor: float = field(default=1.0, metadata={
+        "metavar": "F", "help": "how many times longer the inputs are than in training (>= 1)"})
+    original_max_positions: Optional[int] = field(default=None, metadata={
+        "metavar": "L", "help": "the longest training sequence in tokens (YaRN's L; for 'auto' it overrides the "
+                                "length the model recorded in training)"})
+    random_positions: int = field(default=0, metadata={
+        "metavar": "N", "default": "0: off", "help": "in training, give each sentence's tokens sorted random "
+                                                     "positions from [0, N) instead of 0, 1, 2, ... (randomized "
+                                                     "positional encodings, Ruoss et al. 2023), so that distances "
+                                                     "longer than the training sentences are seen; evaluation and "
+                                                     "generation use 0, 1, 2, ..."})
 
     def __post_init__(self):
-        fail = self._fail
+        fail = self.fail
         if not self.theta > 0:
             fail("theta", "must be > 0")
         if self.layout not in LAYOUTS:
@@ -65,29 +98,105 @@ class RopeOptions:
         if self.random_positions and self.attention == "linear":
             fail("random_positions", "is not supported with --rope-attention linear")
 
-    def _fail(self, field: str, what: str):
-        raise ValueError(f"--rope-{field.replace('_', '-')} {what}; got {getattr(self, field)!r}")
-
     def rotary_dim(self, head_dim: int) -> int:
         """The rotated channels of a head of ``head_dim``: ``dim``, or all of them."""
         dim = head_dim if self.dim is None else self.dim
         if dim > head_dim:
-            self._fail("dim", f"must be at most the head dim {head_dim}")
+            self.fail("dim", f"must be at most the head dim {head_dim}")
         if self.scaling == "ntk" and dim < 4:
             raise ValueError("--rope-scaling ntk needs at least 4 rotated channels (its exponent is d/(d-2)); "
                              f"--rope-dim (or the head dim) gives {dim}")
         return dim
 
-    @classmethod
-    def from_args(cls, args) -> "RopeOptions":
-        """The options of fairseq's ``args`` (``args.rope_*``; missing ones, as in checkpoints
-        saved before an option existed, take the paper's defaults). Checks ``dim`` against the
-        encoder's and decoder's head dims."""
-        values = {f.name: getattr(args, f"rope_{f.name}") for f in fields(cls)
-                  if getattr(args, f"rope_{f.name}", None) is not None}
-        options = cls(**values)
+    def check_model(self, args):
+        """``dim`` against the encoder's and decoder's head dims; linear attention's attention dropout."""
         for side in ("encoder", "decoder"):
             embed_dim, heads = getattr(args, f"{side}_embed_dim", None), getattr(args, f"{side}_attention_heads", None)
             if embed_dim and heads:
-                options.rotary_dim(embed_dim // heads)
-        return options
+                self.rotary_dim(embed_dim // heads)
+        if self.attention == "linear" and getattr(args, "attention_dropout", 0) > 0:
+            logger.warning("--rope-attention linear forms no attention weights in self-attention: --attention-dropout "
+                           "%g applies to cross-attention only", args.attention_dropout)
+
+    # ---- what RoPE asks of the scaffold ----
+
+    def build_self_attention(self, embed_dim: int, num_heads: int, causal: bool, **fairseq_args) -> SelfAttention:
+        """Softmax attention with eq. 34, or linear attention (eq. 19), as --rope-attention says."""
+        from .attention import RotaryMultiheadAttention  # (they import this module)
+        from .linear_attention import RotaryLinearAttention
+
+        attention = RotaryLinearAttention if self.attention == "linear" else RotaryMultiheadAttention
+        return attention(embed_dim, num_heads, self, causal=causal, **fairseq_args)
+
+    def register_buffers(self, coder):
+        """``original_max_positions``: the longest sequence of a training forward, in tokens (padding
+        excluded, EOS included), the largest over all processes of a distributed run; 0 = not recorded.
+        Saved with the model, it is the training length L of --rope-scaling auto."""
+        coder.register_buffer("original_max_positions", torch.zeros((), dtype=torch.long))
+
+    def upgrade_state_dict(self, coder, state_dict, name):
+        """Checkpoints saved before the training length was recorded (or a baseline's) get 0: unknown."""
+        key = f"{name}.original_max_positions" if name else "original_max_positions"
+        if key not in state_dict:
+            state_dict[key] = torch.zeros((), dtype=torch.long)
+
+    def forward_inputs(self, coder, tokens: Tensor, encoder_out: Optional[dict] = None) -> Dict[str, Any]:
+        """In training, records the length and draws the random positions (``positions``, B x T); under
+        --rope-scaling auto outside training, the sentences' YaRN factors and L (``scaling``): the
+        encoder computes them from its source, the decoder reads its source's from the encoder's output."""
+        if coder.training:
+            record_length(coder, tokens)
+        if encoder_out is None:
+            scaling = self.scaling_factors(coder, tokens)
+        else:
+            factors = encoder_out.get("rope_scaling_factors")
+            scaling = (factors[0], self.training_length(coder)) if factors else None
+        return {"positions": self.draw_random_positions(coder, tokens), "scaling": scaling}
+
+    def encoder_outputs(self, inputs: Dict[str, Any]) -> Dict[str, Tensor]:
+        """The sentences' factors, present only when one of them is longer than the training length."""
+        return {} if inputs["scaling"] is None else {"rope_scaling_factors": inputs["scaling"][0]}
+
+    def draw_random_positions(self, coder, tokens: Tensor) -> Optional[Tensor]:
+        """--rope-random-positions N, in training: the T slots of each sentence get T distinct positions
+        drawn from [0, N) and sorted (randomized positional encodings, Ruoss et al. 2023), the same in
+        every self-attention of this forward, so that distances up to N are seen in training. In
+        evaluation (and incremental decoding) positions stay the slot index: None."""
+        n = self.random_positions
+        if not (coder.training and n):
+            return None
+        B, T = tokens.shape
+        if T > n:
+            raise ValueError(f"--rope-random-positions {n} is less than the length of a training batch ({T} tokens, "
+                             f"padding included): raise it above --max-source/target-positions")
+        return torch.rand(B, n, device=tokens.device).topk(T, dim=1).indices.sort(dim=1).values
+
+    def training_length(self, coder) -> int:
+        """L of --rope-scaling auto: --rope-original-max-positions, else the length recorded in training."""
+        length = self.original_max_positions or int(coder.original_max_positions)
+        if length < 1:
+            raise ValueError("--rope-scaling auto needs the training length L: this model records none (it was saved "
+                             "before fairseq-rope recorded it, or never trained); give it as "
+                             "--rope-original-max-positions (model_overrides {'rope_original_max_positions': L}), "
+                             "the longest training sentence in tokens")
+        return length
+
+    def scaling_factors(self, encoder, src_tokens: Tensor):
+        """--rope-scaling auto, outside training: each sentence's YaRN factor, its source length (tokens,
+        EOS included) over the encoder's training length L, at least 1 (B, float64), and L. None where
+        no sentence is longer than L (all factors 1 change nothing: the plain path) or otherwise."""
+        if encoder.training or self.scaling != "auto":
+            return None
+        length = self.training_length(encoder)
+        factors = (src_tokens.ne(encoder.padding_idx).sum(1).to(torch.float64) / length).clamp(min=1)
+        return (factors, length) if bool((factors > 1).any()) else None
+
+
+def record_length(coder, tokens: Tensor):
+    """In training: ``coder.original_max_positions`` := the longest sequence seen so far, in tokens
+    (padding excluded, EOS included), the largest over all processes of a distributed run."""
+    longest = tokens.ne(coder.padding_idx).sum(1).max()
+    if torch.distributed.is_available() and torch.distributed.is_initialized() \
+            and torch.distributed.get_world_size() > 1:
+        torch.distributed.all_reduce(longest, op=torch.distributed.ReduceOp.MAX)
+    coder.original_max_positions.copy_(torch.maximum(coder.original_max_positions, longest))

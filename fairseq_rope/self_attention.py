@@ -25,7 +25,7 @@ Two ways to attend, chosen by one visible condition in :meth:`forward`:
     (``need_weights``, ``need_head_weights``) or the scores (``before_softmax``), as fairseq returns them.
 """
 
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -34,9 +34,6 @@ from torch import Tensor
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
-# fairseq's features that need a self-attention to take other keys than its queries' (args names)
-SELF_ATTENTION_ONLY = {"cross_self_attention": "its decoder self-attention would also attend to the encoder's "
-                                              "states, which have no positions on the target's axis"}
 
 
 class SelfAttention(MultiheadAttention):
@@ -49,6 +46,7 @@ class SelfAttention(MultiheadAttention):
     """
 
     needs_weights = False  # True: position_values needs the attention weights (no SDPA)
+    forward_inputs: Dict[str, Any] = {}  # what the encoding needs this forward, given by the encoder or decoder
 
     def __init__(self, embed_dim: int, num_heads: int, causal: bool = False, dropout: float = 0.0,
                  bias: bool = True, q_noise: float = 0.0, qn_block_size: int = 8):

@@ -83,7 +83,8 @@ from fairseq.sequence_generator import SequenceGenerator
 
 USER_DIR = os.path.dirname(fairseq_rope.__file__)
 
-ENCODINGS = ("rope", "rpe", "t5bias", "alibi")  # --encoding: the model <encoding>_<fairseq arch>
+# --encoding: the model <encoding>_<fairseq arch>, for every encoding the plugin registers (rope, rpe, ...)
+ENCODINGS = tuple(name[:-len("_transformer")] for name in fairseq_rope.encodings.ENCODINGS)
 SIZES = {  # --size: (fairseq arch, flags)
     "tiny": ("transformer",
              ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "64",

@@ -160,14 +160,17 @@ def with_args(checkpoint, path, **changes):
     return path
 
 
-def test_export_refuses_alibi_naming_the_reason(data, tmp_path):
-    """CTranslate2 has ALiBi in decoders only: an alibi_transformer is refused with that reason."""
-    save = tmp_path / "alibi"
-    run("fairseq-train", data / "bin", "--arch", "alibi_transformer", *TRAIN, "--max-update", "1", "--save-dir", save)
+@pytest.mark.parametrize("arch, reason", [
+    ("alibi_transformer", "CTranslate2 4.8.5 has ALiBi in decoder specs only, not in the encoder"),
+    ("nope_transformer", "CTranslate2's Transformer specs always have positions")])
+def test_export_refuses_what_an_encoding_says_ctranslate2_cannot_run(data, tmp_path, arch, reason):
+    """CTranslate2 has ALiBi in decoders only, and no Transformer without positions: each encoding's own
+    refusal, with its reason."""
+    save = tmp_path / arch
+    run("fairseq-train", data / "bin", "--arch", arch, *TRAIN, "--max-update", "1", "--save-dir", save)
     out = run_main(ct2_command.main, "--checkpoint", save / "checkpoint_last.pt", "--data-bin", data / "bin",
                    "--output-dir", tmp_path / "out")
-    assert out.returncode == 1 and "--arch alibi_transformer: CTranslate2" in out.stderr
-    assert "has ALiBi in decoder specs only, not in the encoder" in out.stderr and not (tmp_path / "out").exists()
+    assert out.returncode == 1 and f"--arch {arch}: {reason}" in out.stderr and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("change, named", [

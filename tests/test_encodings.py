@@ -1,11 +1,9 @@
-"""The other position encodings (Shaw's RPE, T5's bias, ALiBi): each against its paper's formula written
-out in float64, shift invariance, decoding paths, padding, precision, options, sizes."""
+"""The other position encodings (Shaw's RPE, T5's bias, ALiBi, NoPE): each against its paper's formula
+written out in float64, shift invariance, decoding paths, padding, precision, options, sizes."""
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,20 +13,22 @@ from fairseq.sequence_generator import SequenceGenerator
 import fairseq_rope.self_attention as self_attention
 from conftest import random_tokens
 from fairseq_rope.alibi import ALiBiBias, ALiBiTransformerModel, alibi_slopes
-from fairseq_rope.encodings import EncodingTransformerModel, PositionEncoding, position_tables
+from fairseq_rope.encodings import ENCODINGS, position_tables
+from fairseq_rope.nope import NoPETransformerModel
 from fairseq_rope.shaw import RelativePositionAttention, ShawRPETransformerModel
 from fairseq_rope.t5_bias import T5BiasTransformerModel, relative_position_bucket
 from test_model import decode_step_by_step_equals_full_pass, encode
 
 MODELS = {"rpe_transformer": ShawRPETransformerModel, "t5bias_transformer": T5BiasTransformerModel,
-          "alibi_transformer": ALiBiTransformerModel}
+          "alibi_transformer": ALiBiTransformerModel, "nope_transformer": NoPETransformerModel}
 # every family, and Shaw's keys-only ablation (which takes the SDPA path)
 VARIANTS = [("rpe_transformer", []), ("rpe_transformer", ["--rpe-keys-only"]), ("t5bias_transformer", []),
-            ("alibi_transformer", [])]
-VARIANT_IDS = ["rpe", "rpe-keys-only", "t5bias", "alibi"]
+            ("alibi_transformer", []), ("nope_transformer", [])]
+VARIANT_IDS = ["rpe", "rpe-keys-only", "t5bias", "alibi", "nope"]
 # clipping and log-spaced buckets within a dozen tokens
 SMALL_RANGES = {"rpe_transformer": ["--rpe-max-relative-position", "3"],
-                "t5bias_transformer": ["--t5bias-num-buckets", "8", "--t5bias-max-distance", "9"], "alibi_transformer": []}
+                "t5bias_transformer": ["--t5bias-num-buckets", "8", "--t5bias-max-distance", "9"], "alibi_transformer": [],
+                "nope_transformer": []}
 
 
 # ---- the papers' definitions, written out independently (loops over positions, float64) ----
@@ -86,8 +86,9 @@ def reference_attention(attn, coder, x, causal, padding):
                                                       coder.position_bias.options.max_distance)
                                  for j in range(T)] for i in range(T)])
         e = e + table[buckets].permute(2, 0, 1)
-    else:
+    elif coder.position_bias is not None:
         e = e + alibi_penalty([2.0 ** (-8 * h / H) for h in range(1, H + 1)], T, T, causal)  # H = 4
+    # (NoPE: no position term)
     if causal:
         e = e.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     if padding is not None:
@@ -388,31 +389,33 @@ def test_additive_positions_load_strictly_or_are_dropped(dict_dir, build, arch):
     assert all(torch.equal(ours.state_dict()[key], value) for key, value in kept.items())
 
 
-@dataclass(frozen=True)
-class NoPositions(PositionEncoding):
-    """An encoding with none of the hooks: fairseq's attention on the scaffold, without positions."""
-
-    prefix = "nopositions"
-    title = "no positions (a test encoding)"
-
-
-class NoPositionsModel(EncodingTransformerModel):
-    encoding = NoPositions
-
-
-def test_an_encoding_without_hooks_builds_and_is_fairseqs_attention(dict_dir, build):
-    """On the shared scaffold an encoding with no logit term, no stack bias and no values is built (its
-    self-attention fairseq's, written once) and equals fairseq's transformer without positions, with the
-    same weights, in a full pass and decoding step by step."""
+def test_nope_is_fairseqs_attention_without_positions(dict_dir, build):
+    """nope_transformer, an encoding with none of the hooks on the shared scaffold, equals fairseq's
+    transformer without positions, weight for weight, in a full pass and decoding step by step; its
+    encoder cannot tell the order of its tokens (a permuted source gives the permuted encoding)."""
     base, task = build(dict_dir, "transformer", "--no-token-positional-embeddings")
-    model = NoPositionsModel.build_model(base.args, task).eval()
+    model, _ = build(dict_dir, "nope_transformer")
     model.load_state_dict(base.state_dict(), strict=True)
     assert all(type(layer.self_attn) is self_attention.SelfAttention for layer in model.encoder.layers)
     src, lengths = random_tokens(task, [9, 5, 7], seed=6)
     prev, _ = random_tokens(task, [6, 6, 6], seed=5, left_pad=False)
+    permutation = torch.tensor([3, 0, 7, 1, 5, 2, 6, 4, 8])
     with torch.no_grad():
         torch.testing.assert_close(model(src, lengths, prev)[0], base(src, lengths, prev)[0], rtol=1e-6, atol=1e-6)
         decode_step_by_step_equals_full_pass(model, model.encoder(src, src_lengths=lengths), prev)
+        out, permuted = encode(model, src[:1], lengths[:1]), encode(model, src[:1, permutation], lengths[:1])
+    torch.testing.assert_close(permuted, out[permutation], rtol=1e-5, atol=1e-5)
+
+
+def test_every_encoding_is_in_the_registry_the_tools_read():
+    """The benchmark, the sample comparison, the length study and the CTranslate2 export list the
+    encodings from one registry: every registered model, in fairseq's sizes."""
+    assert set(ENCODINGS) == {"rope_transformer", "rpe_transformer", "t5bias_transformer", "alibi_transformer",
+                              "nope_transformer"}
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    for name in ENCODINGS:
+        assert {f"{name}{suffix}" for suffix in ("", "_wmt_en_de", "_wmt_en_de_big", "_iwslt_de_en")} <= \
+            {arch for arch, model in ARCH_MODEL_REGISTRY.items() if getattr(model, "encoding", None) is ENCODINGS[name]}
 
 
 def test_alibi_penalty_in_bfloat16_is_the_float32_product_rounded_once():
@@ -435,6 +438,7 @@ def test_position_tables_are_the_encodings_own_and_nothing_else(dict_dir, build)
         "transformer": set(),
         "rope_transformer": set(),
         "alibi_transformer": set(),
+        "nope_transformer": set(),
         "rpe_transformer": {f"{side}.layers.{i}.self_attn.relative_{t}.weight" for side in ("encoder", "decoder")
                             for i in (0, 1) for t in ("keys", "values")},
         "t5bias_transformer": {f"{side}.position_bias.relative_attention_bias.weight" for side in ("encoder", "decoder")},
@@ -467,3 +471,27 @@ def test_several_new_tokens_after_a_cache_attend_as_in_one_pass(dict_dir, build,
             chunk, _ = attn(rest, rest, rest, attn_mask=future[3:, :], incremental_state=state,
                             need_weights=need_weights)
             torch.testing.assert_close(chunk, full[3:], rtol=1e-12, atol=1e-12)
+
+
+def test_encodings_import_from_the_scaffold_only():
+    """Each encoding stands above the scaffold (encodings.py, self_attention.py) and imports from it and
+    from its own modules only; the scaffold imports no encoding."""
+    import ast
+    import os
+
+    import fairseq_rope
+
+    scaffold = {"encodings", "self_attention"}
+    families = [{"options", "rotary", "attention", "linear_attention", "model"}, {"shaw"}, {"t5_bias"}, {"alibi"},
+                {"nope"}]
+    package = os.path.dirname(fairseq_rope.__file__)
+
+    def imported(module):
+        tree = ast.parse(open(os.path.join(package, f"{module}.py")).read())
+        return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1}
+
+    for module in scaffold:
+        assert imported(module) <= scaffold, module
+    for family in families:
+        for module in family:
+            assert imported(module) <= scaffold | family, (module, imported(module) - scaffold - family)

@@ -41,6 +41,7 @@ ENCODINGS = {
     "rpe keys-only": ("rpe_transformer", ["--rpe-max-relative-position", "4", "--rpe-keys-only"]),
     "t5bias": ("t5bias_transformer", ["--t5bias-num-buckets", "8", "--t5bias-max-distance", "12"]),
     "alibi": ("alibi_transformer", []),
+    "nope": ("nope_transformer", []),
 }
 RANDOM_IN_TRAINING = {"rope random"}  # draws in each training forward: ranks cannot equal one process
 

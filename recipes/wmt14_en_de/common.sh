@@ -149,6 +149,13 @@ progress_options() {
   if [ "$VERBOSE" = 1 ]; then PROGRESS_OPTIONS+=(--verbose); fi
 }
 
+# registered_encodings: the models of the position encodings the plugin registers (rope_transformer,
+# rpe_transformer, ...), one per line, sorted: the runs of the comparisons that cover every encoding
+registered_encodings() {
+  (cd "$(dirname "$USER_DIR")" && "$PYTHON" -c 'import importlib, sys; importlib.import_module(sys.argv[1])
+print("\n".join(sorted(importlib.import_module(sys.argv[1] + ".encodings").ENCODINGS)))' "$(basename "$USER_DIR")")
+}
+
 # The fairseq-rope-* commands come with the package (pip install -e REPO or scripts/setup_env.sh).
 ROPE_HINT="install fairseq-rope into this environment: pip install -e $REPO_ROOT"
 

@@ -19,7 +19,8 @@
 #   VALID_SEED         3: make_sample_corpus.py seed of the validation set
 #   RANDOM_POSITIONS   256: training positions drawn from [0, 256) (training sources have <= 30 tokens); 0: no such model
 #   CONCAT_PAIRS       2: pairs per added concatenation (prepare.sh's CONCAT_PAIRS); 1: no such models
-#   BASELINES          "alibi_transformer t5bias_transformer rpe_transformer": other architectures trained
+#   BASELINES          every encoding the plugin registers but RoPE (alibi_transformer nope_transformer
+#                      rpe_transformer t5bias_transformer): other architectures trained
 #                      and tested beside them, with and without the concatenations ("" for none)
 #   SCALINGS           "none auto linear:2 linear:3 ntk:2 ntk:3 yarn:2 yarn:3" (scaling:factor; yarn's
 #                      training length L is the model's longest training source in BPE tokens + its EOS;
@@ -38,7 +39,7 @@ VALID_SEED=${VALID_SEED:-3}
 RANDOM_POSITIONS=${RANDOM_POSITIONS:-256}
 CONCAT_PAIRS=${CONCAT_PAIRS:-2}
 SCALINGS=${SCALINGS:-none auto linear:2 linear:3 ntk:2 ntk:3 yarn:2 yarn:3}
-BASELINES=${BASELINES-alibi_transformer t5bias_transformer rpe_transformer}
+BASELINES=${BASELINES-$(registered_encodings | grep -vx rope_transformer | tr '\n' ' ')}
 for arch in $BASELINES; do
   [[ "$arch" =~ ^[a-z0-9_]+$ ]] && [ "$arch" != transformer ] && [ "$arch" != rope_transformer ] \
     || die "BASELINES: '$arch' must be an architecture other than transformer and rope_transformer"

@@ -5,14 +5,18 @@
 # table with paired bootstrap p-values against the transformer, by source length, and the plots
 # (sample_figures.sh). About 15 minutes on 2 CPU cores; runs already trained in WORK_DIR (e.g. by
 # sample.sh) are not trained again.
-#   ARCHS          the six runs (run.sh's syntax: ARCH or NAME=ARCH, flags in ARGS_<name>)
+#   ARCHS          the runs (run.sh's syntax: ARCH or NAME=ARCH, flags in ARGS_<name>); default: the
+#                  transformer, learned positions, every encoding the plugin registers, RoPE last
 #   ARGS_learned   "--encoder-learned-pos --decoder-learned-pos"
 #   OUT_DIR        $WORK_DIR (work/sample); figures comparison_{curves,by_length}.png, comparison_by_length.md
 # and every knob of sample.sh and sample_figures.sh.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-export ARCHS=${ARCHS:-transformer learned=transformer rpe_transformer t5bias_transformer alibi_transformer rope_transformer}
+if [ -z "${ARCHS:-}" ]; then
+  ARCHS="transformer learned=transformer $(registered_encodings | grep -vx rope_transformer | tr '\n' ' ')rope_transformer"
+fi
+export ARCHS
 export ARGS_learned=${ARGS_learned:---encoder-learned-pos --decoder-learned-pos}
 export NAME=${NAME:-comparison}
 export TITLE=${TITLE:-Offline sample, every position encoding}
