@@ -251,8 +251,8 @@ def drop_additive_positions(coder, state_dict, name):
     for key in dropped:
         del state_dict[key]
     if dropped:
-        logger.warning("%s has no additive position embeddings: ignoring %s from the checkpoint",
-                       coder.encoding.prefix, ", ".join(dropped))
+        logger.warning("%s has no additive position embeddings (no --add-token-positional-embeddings): ignoring "
+                       "%s from the checkpoint", name or type(coder).__name__, ", ".join(dropped))
 
 
 class Encoder(Stack, TransformerEncoderBase):
