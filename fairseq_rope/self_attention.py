@@ -35,7 +35,6 @@ from torch import Tensor
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
 
-
 class SelfAttention(MultiheadAttention):
     """Multi-head self-attention with hooks for a position encoding (none here).
 

@@ -24,8 +24,6 @@ from fairseq_cli import train as fairseq_train
 from conftest import BIN, USER_DIR, random_tokens, reversal_task
 from fairseq_rope.checkpoints import load_checkpoint
 from fairseq_rope.encodings import EncodingTransformerModel
-from fairseq_rope.model import RoPETransformerModel
-from fairseq_rope.options import RopeOptions
 from test_model import decode_step_by_step_equals_full_pass
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "position_encodings.md")
@@ -53,11 +51,7 @@ MODEL = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim"
 def refused_features(arch):
     """What the architecture's encoding refuses (fairseq's transformer: nothing)."""
     model = ARCH_MODEL_REGISTRY[arch]
-    if issubclass(model, EncodingTransformerModel):
-        return model.encoding.refused_features
-    if issubclass(model, RoPETransformerModel):
-        return RopeOptions.refused_features
-    return {}
+    return model.encoding.refused_features if issubclass(model, EncodingTransformerModel) else {}
 
 
 # ---- a tiny model, batch and training step ----
