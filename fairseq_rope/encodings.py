@@ -32,6 +32,7 @@ import sys
 import typing
 from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 
+import torch
 from torch import Tensor, nn
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model_architecture
@@ -168,7 +169,10 @@ class StackBias(PositionEncoding):
 
 class StackBiasAttention(SelfAttention):
     """Self-attention whose logits get its stack's bias (T5, ALiBi), evaluated for its own queries
-    and keys: in every layer that runs, and again when activation checkpointing recomputes one."""
+    and keys: in training in every layer that runs, and again when activation checkpointing recomputes
+    one (so that the gradient reaches T5's table from each layer); without gradients (translation,
+    validation) once per forward of the stack, for all its layers (``forward_inputs["stack_bias"]``, a
+    cache the stack makes anew at each such forward)."""
 
     stack_bias: Optional[Callable[[int, int, int], Tensor]] = None  # the stack's module, see use_stack_bias
 
@@ -181,7 +185,12 @@ class StackBiasAttention(SelfAttention):
         if self.stack_bias is None:
             raise RuntimeError(f"{type(self).__name__} is a layer of an encoder or decoder that owns its position "
                                "bias; built alone it has none")
-        return self.stack_bias(past, q.size(2), S)
+        cache, key = self.forward_inputs.get("stack_bias"), (past, q.size(2), S)
+        if cache is None:
+            return self.stack_bias(*key)
+        if key not in cache:
+            cache[key] = self.stack_bias(*key)
+        return cache[key]
 
 
 # ---- fairseq's layers, encoder and decoder with the encoding's self-attention ----
@@ -226,9 +235,12 @@ class Stack:
                     module.use_stack_bias(self.position_bias)
 
     def give_forward_inputs(self, inputs: Dict[str, Any]):
-        """Gives every self-attention of the stack this forward's inputs. Found among all modules, not
-        by iterating the layers (which LayerDrop samples); they stay until the next forward, so that
-        activation checkpointing's second run of a layer, in the backward, sees the same ones."""
+        """Gives every self-attention of the stack this forward's inputs (and, without gradients, an empty
+        cache for the stack's bias). Found among all modules, not by iterating the layers (which LayerDrop
+        samples); they stay until the next forward, so that activation checkpointing's second run of a
+        layer, in the backward, sees the same ones."""
+        if self.position_bias is not None and not torch.is_grad_enabled():
+            inputs = {**inputs, "stack_bias": {}}
         for module in self.modules():
             if isinstance(module, SelfAttention):
                 module.forward_inputs = inputs
