@@ -228,22 +228,23 @@ class Stack:
     def build_positions(self, cfg, num_heads: int, causal: bool):
         self.encoding = cfg.position_encoding
         self.encoding.register_buffers(self)
+        # every layer's self-attention, found once among all modules, not by iterating the layers (which
+        # LayerDrop samples); a tuple, not a ModuleList: they are saved as parts of their layers
+        self.self_attentions = tuple(m for m in self.modules() if isinstance(m, SelfAttention))
         self.position_bias = self.encoding.build_position_bias(num_heads, causal)
         if self.position_bias is not None:
-            for module in self.modules():  # every layer, whatever LayerDrop samples
-                if isinstance(module, StackBiasAttention):
-                    module.use_stack_bias(self.position_bias)
+            for attention in self.self_attentions:
+                if isinstance(attention, StackBiasAttention):
+                    attention.use_stack_bias(self.position_bias)
 
     def give_forward_inputs(self, inputs: Dict[str, Any]):
         """Gives every self-attention of the stack this forward's inputs (and, without gradients, an empty
-        cache for the stack's bias). Found among all modules, not by iterating the layers (which LayerDrop
-        samples); they stay until the next forward, so that activation checkpointing's second run of a
-        layer, in the backward, sees the same ones."""
+        cache for the stack's bias). They stay until the next forward, so that activation checkpointing's
+        second run of a layer, in the backward, sees the same ones."""
         if self.position_bias is not None and not torch.is_grad_enabled():
             inputs = {**inputs, "stack_bias": {}}
-        for module in self.modules():
-            if isinstance(module, SelfAttention):
-                module.forward_inputs = inputs
+        for attention in self.self_attentions:
+            attention.forward_inputs = inputs
 
     def max_positions(self):
         return super().max_positions() if self.embed_positions is not None else UNBOUNDED_POSITIONS
