@@ -1,8 +1,8 @@
 """Translate raw sentences from Python with a trained model, like fairseq's hub interface.
 
     from fairseq_rope.hub import load_translator
-    mt = load_translator("work/sample/checkpoints/rope", "work/sample/data-bin",
-                         checkpoint_file="checkpoint_avg.pt", bpe_codes="work/sample/bpe/codes")
+    mt = load_translator("work/sample/checkpoints/rope_transformer", "work/sample/data-bin",
+                         checkpoint_file="checkpoint_avg_last5.pt", bpe_codes="work/sample/prep/bpe/codes")
     mt.translate(["The small dog sees the red house."])  # beam 4, length penalty 0.6
 
 It is fairseq's ``GeneratorHubInterface`` (tokenize -> BPE -> beam search -> de-BPE ->

@@ -281,7 +281,7 @@ def check_update_freq(dict_dir, encoding, flags, data, tmp_path, **_):
 
 def check_two_processes(dict_dir, encoding, flags, data, tmp_path, **_):
     """Two fairseq-train processes (gloo) train as one process with --update-freq 2, bit for bit; with
-    random positions (drawn per process) the ranks still end equal and trained."""
+    random positions (drawn per process, so no bitwise equality) they train."""
     port = free_port()
     distributed = ["--distributed-world-size", "2", "--distributed-init-method", f"tcp://127.0.0.1:{port}",
                    "--distributed-no-spawn", "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
@@ -344,7 +344,7 @@ FEATURES = [
     Feature("`--fp16`", ("--fp16",), check_fp16, "a training step and incremental = full pass on a GPU", gpu=True),
     Feature("`--update-freq 2`", ("--update-freq", "2"), check_update_freq, "fairseq-train 3 updates"),
     Feature("2 processes (gloo)", (), check_two_processes, "= 1 process with `--update-freq 2`, bit for bit "
-            "(random positions: ranks equal)"),
+            "(random positions, drawn per process: trains)"),
     Feature("`--share-all-embeddings`", ("--share-all-embeddings",), check_share_all,
             "one embedding matrix; trains; incremental = full pass"),
     Feature("`--share-decoder-input-output-embed`", ("--share-decoder-input-output-embed",), check_share_decoder,

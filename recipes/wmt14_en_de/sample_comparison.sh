@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every position encoding on the bundled sample, side by side: fairseq's transformer (sinusoidal),
-# learned absolute positions, Shaw's relative positions, T5's relative bias, ALiBi and RoPE, each
+# learned absolute positions and every encoding the plugin registers (ALiBi, NoPE, Shaw's relative
+# positions, T5's relative bias, RoPE last), each
 # trained with sample.sh's settings and seed, averaged, translated with beam 4 and scored; then the
 # table with paired bootstrap p-values against the transformer, by source length, and the plots
 # (sample_figures.sh). About 15 minutes on 2 CPU cores; runs already trained in WORK_DIR (e.g. by
