@@ -53,11 +53,12 @@ def allow_fairseq_checkpoints():
     torch.serialization.add_safe_globals(FAIRSEQ_CHECKPOINT_GLOBALS)
 
 
-def load_checkpoint(path, map_location="cpu"):
-    """``torch.load(path, weights_only=True)`` with an error that names the file and what it refused."""
+def load_checkpoint(path, map_location="cpu", mmap=False):
+    """``torch.load(path, weights_only=True)`` with an error that names the file and what it refused.
+    ``mmap``: tensors are mapped, not read, until used (to read a checkpoint's configuration only)."""
     allow_fairseq_checkpoints()
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise FileNotFoundError(f"checkpoint not found: {path}") from None
     except Exception as error:
@@ -84,7 +85,7 @@ def trained_languages(checkpoint, data_bin):
     those of ``data_bin``'s files as fairseq infers them (``train.src-tgt.src.bin``: src, tgt)."""
     from fairseq.data.data_utils import infer_language_pair
 
-    state = load_checkpoint(checkpoint) if isinstance(checkpoint, (str, os.PathLike)) else checkpoint
+    state = load_checkpoint(checkpoint, mmap=True) if isinstance(checkpoint, (str, os.PathLike)) else checkpoint
     config = state.get("args") or (state.get("cfg") or {}).get("task") or {}
     get = (lambda key: getattr(config, key, None)) if isinstance(config, argparse.Namespace) else config.get
     if get("source_lang") and get("target_lang"):

@@ -332,8 +332,9 @@ def position_tables(model) -> Dict[str, Tensor]:
         if isinstance(module, SelfAttention):
             tables.update((f"{name}.{key}", tensor) for key, tensor in module.named_parameters()
                           if key.split(".")[0] not in FAIRSEQ_ATTENTION)
-        elif name.endswith("position_bias"):
-            tables.update((f"{name}.{key}", tensor) for key, tensor in module.named_parameters())
+        elif isinstance(module, Stack) and module.position_bias is not None:
+            tables.update((f"{name}.position_bias.{key}", tensor) for key, tensor in
+                          module.position_bias.named_parameters())
     return tables
 
 
