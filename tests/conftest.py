@@ -4,6 +4,7 @@ import contextlib
 import io
 import os
 import random
+import socket
 import subprocess
 import sys
 
@@ -94,6 +95,20 @@ CLI_TRAIN = [*CLI_MODEL, "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "-
              "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "10", "--warmup-init-lr", "1e-7",
              "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--max-tokens", "2000",
              "--cpu", "--seed", "1", "--no-progress-bar", "--user-dir", USER_DIR, "--num-workers", "0"]
+
+
+def free_port():
+    """A TCP port of 127.0.0.1 free now (for a distributed rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def model_of(path):
+    """The weights of a fairseq checkpoint, loaded weights_only."""
+    from fairseq_rope.checkpoints import load_checkpoint
+
+    return load_checkpoint(str(path))["model"]
 
 
 def run_tool(tool, *args, check=True, **kwargs):

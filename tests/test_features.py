@@ -8,10 +8,9 @@ feature is said by the encoding (``refused_features``), never by a list here or 
 
 import logging
 import os
-import socket
 import subprocess
 from dataclasses import dataclass
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import pytest
 import torch
@@ -21,7 +20,7 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq_cli import train as fairseq_train
 
-from conftest import BIN, USER_DIR, random_tokens, reversal_task
+from conftest import BIN, USER_DIR, free_port, model_of, random_tokens, reversal_task
 from fairseq_rope.checkpoints import load_checkpoint
 from fairseq_rope.encodings import EncodingTransformerModel
 from test_model import decode_step_by_step_equals_full_pass
@@ -273,7 +272,7 @@ def check_fp16(dict_dir, encoding, flags, **_):
 def check_update_freq(dict_dir, encoding, flags, data, tmp_path, **_):
     """fairseq-train --update-freq 2 trains 3 updates and changes every weight it trains."""
     save = train(data, tmp_path, encoding, *flags)
-    first, last = model_state(save / "checkpoint_1_1.pt"), model_state(save / "checkpoint_last.pt")
+    first, last = model_of(save / "checkpoint_1_1.pt"), model_of(save / "checkpoint_last.pt")
     unchanged = [key for key in first if first[key].is_floating_point() and not key.endswith(".version")
                  and torch.equal(first[key], last[key])]
     assert not unchanged
@@ -293,10 +292,10 @@ def check_two_processes(dict_dir, encoding, flags, data, tmp_path, **_):
     for rank, log in zip(ranks, logs):
         assert rank.wait(timeout=300) == 0, log.read_text()[-3000:]
     one = train(data, tmp_path / "one", encoding, "--update-freq", "2")
-    two_model, one_model = model_state(two / "checkpoint_last.pt"), model_state(one / "checkpoint_last.pt")
+    two_model, one_model = model_of(two / "checkpoint_last.pt"), model_of(one / "checkpoint_last.pt")
     assert load_checkpoint(str(two / "checkpoint_last.pt"))["optimizer_history"][-1]["num_updates"] == 3
     if encoding in RANDOM_IN_TRAINING:
-        first = model_state(two / "checkpoint_1_1.pt")
+        first = model_of(two / "checkpoint_1_1.pt")
         assert any(not torch.equal(first[k], two_model[k]) for k in first)
     else:
         assert all(torch.equal(two_model[key], one_model[key]) for key in one_model)
@@ -307,7 +306,7 @@ def check_finetune(dict_dir, encoding, flags, data, tmp_path, baseline, caplog, 
     are as a fresh model initialises them (one log line says so), and fairseq-train runs 3 updates."""
     model, task = build(str(data), encoding, seed=1)
     fresh, _ = build(str(data), encoding, seed=1)
-    state = model_state(baseline)
+    state = model_of(baseline)
     with caplog.at_level(logging.INFO):
         model.load_state_dict(dict(state), strict=True, model_cfg=model.cfg)
     loaded = model.state_dict()
@@ -327,6 +326,7 @@ class Feature:
     check: Callable
     how: str  # what the check shows, for the table
     gpu: bool = False  # needs CUDA
+    start_from: Optional[str] = None  # the flag that starts the run from the transformer's checkpoint
 
 
 FEATURES = [
@@ -352,10 +352,11 @@ FEATURES = [
     Feature("`--quant-noise-pq 0.2`", ("--quant-noise-pq", "0.2", "--quant-noise-pq-block-size", "8"),
             check_quant_noise, "noise in training only; trains; incremental = full pass"),
     Feature("`--finetune-from-model` a transformer's", (), check_finetune,
-            "strict load, new tables as initialised (one log line); fairseq-train 3 updates"),
+            "strict load, new tables as initialised (one log line); fairseq-train 3 updates",
+            start_from="--finetune-from-model"),
     Feature("`--restore-file` a transformer's, with the resets",
             ("--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler"), check_finetune,
-            "as `--finetune-from-model`"),
+            "as `--finetune-from-model`", start_from="--restore-file"),
     Feature("`--left-pad-source` (fairseq: sets it False)", ("--left-pad-source",), check_padding_side,
             "a sentence in a right-padded batch = alone; trains"),
     Feature("`--left-pad-target` (fairseq: sets it True)", ("--left-pad-target",), check_padding_side,
@@ -413,16 +414,6 @@ def train(data, save, encoding, *flags):
     return save
 
 
-def model_state(path):
-    return load_checkpoint(str(path))["model"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # ---- the matrix ----
 
 CELLS = [(feature, encoding) for feature in FEATURES for encoding in ENCODINGS]
@@ -434,10 +425,8 @@ def test_feature_works_or_is_refused_by_name(dict_dir, feature, encoding, reques
         pytest.skip("needs a GPU")
     arch, _ = ENCODINGS[encoding]
     flags = list(feature.flags)
-    if feature.name.startswith("`--restore-file"):
-        flags = ["--restore-file", str(request.getfixturevalue("baseline")), *flags]
-    if feature.name.startswith("`--finetune-from-model"):
-        flags = ["--finetune-from-model", str(request.getfixturevalue("baseline"))]
+    if feature.start_from:
+        flags = [feature.start_from, str(request.getfixturevalue("baseline")), *flags]
     refused = refusal(feature, encoding)
     if refused:
         flag, why = refused

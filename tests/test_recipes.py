@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from fairseq_rope.checkpoints import load_checkpoint
+from conftest import model_of
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(REPO, "recipes", "wmt14_en_de")
@@ -352,8 +352,7 @@ def test_finetune_a_model_trained_elsewhere_through_the_recipe(recipe, tmp_path)
                           SAVE_INTERVAL_UPDATES="1", EXTRA_TRAIN_ARGS=extra))
     log = (tmp_path / "work" / "checkpoints" / "finetuned" / "train.log").read_text()
     assert f"loading pretrained model from {baseline}" in log
-    start = load_checkpoint(str(baseline))["model"]
-    tuned = load_checkpoint(str(tmp_path / "work" / "checkpoints" / "finetuned" / "checkpoint_1_1.pt"))["model"]
+    start, tuned = model_of(baseline), model_of(tmp_path / "work" / "checkpoints" / "finetuned" / "checkpoint_1_1.pt")
     shared = [k for k in tuned if k in start and tuned[k].is_floating_point()]
     assert len(shared) > 20 and max((tuned[k] - start[k]).abs().max().item() for k in shared) < 5e-3  # one update away
 

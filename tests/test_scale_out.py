@@ -20,6 +20,7 @@ import time
 import pytest
 import torch
 
+from conftest import free_port, model_of
 from test_recipes import RECIPE, REPO, TINY_MODEL, lines, make_corpus, recipe_env, step
 
 from fairseq_rope.checkpoints import load_checkpoint
@@ -33,16 +34,6 @@ def prepared(tmp_path_factory):
                      EXTRA_TRAIN_ARGS=TINY_MODEL, WARMUP_UPDATES=2, LR=1e-3, MAX_TOKENS=500, LOG_INTERVAL=1)
     step("prepare.sh", env)
     return dict(work=base / "work", env=env)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def model_of(path):
-    return load_checkpoint(str(path))["model"]
 
 
 def max_difference(a, b):
