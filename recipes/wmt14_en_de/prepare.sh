@@ -163,16 +163,13 @@ SUB=$PREP_DIR/$TOKENIZER
 mkdir -p "$SUB"
 input_of() { [ "$1" = train ] && echo "$PREP_DIR/clean/train.$2" || echo "$PREP_DIR/tok/$1.$2"; }
 vocabulary=()  # subword-nmt's vocabulary filter: only with codes learned here (and their vocabularies)
-if [ "$TOKENIZER" = bpe ] && [ -n "$BPE_CODES" ]; then
-  if [ ! -f "$SUB/codes" ]; then
-    log "BPE_CODES: applying $BPE_CODES (no codes learned) -> $SUB/codes"
-    cp "$BPE_CODES" "$SUB/codes.tmp" && mv -f "$SUB/codes.tmp" "$SUB/codes"
-  fi
-elif [ "$TOKENIZER" = spm ] && [ -n "$SPM_MODEL" ]; then
-  if [ ! -f "$SUB/spm.model" ]; then
-    log "SPM_MODEL: applying $SPM_MODEL (no model trained) -> $SUB/spm.model"
-    cp "$SPM_MODEL" "$SUB/spm.model.tmp" && mv -f "$SUB/spm.model.tmp" "$SUB/spm.model"
-  fi
+# a given subword model (BPE_CODES or SPM_MODEL: only the one of TOKENIZER may be set) takes the place of
+# the one this step would learn
+given=$([ "$TOKENIZER" = bpe ] && echo "$BPE_CODES" || echo "$SPM_MODEL")
+model=$SUB/$([ "$TOKENIZER" = bpe ] && echo codes || echo spm.model)
+if [ -n "$given" ] && [ ! -f "$model" ]; then
+  log "$([ "$TOKENIZER" = bpe ] && echo BPE_CODES || echo SPM_MODEL): applying $given (none learned) -> $model"
+  cp "$given" "$model.tmp" && mv -f "$model.tmp" "$model"
 fi
 if [ "$TOKENIZER" = bpe ]; then
   if [ ! -f "$SUB/codes" ]; then
