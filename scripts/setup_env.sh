@@ -39,7 +39,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     why="Python 3.12 found: fairseq-fixed has a prebuilt wheel for it (no compiler needed); set PYTHON= to choose another"
   else
     PYTHON=python3
-    why="no Python 3.12 found, for which fairseq-fixed has a prebuilt wheel: pip builds it from source (needs g++, ~5 min)"
+    why="no Python 3.12 found, for which fairseq-fixed has a prebuilt wheel: pip builds it from source (needs g++, ~4-5 min)"
   fi
   command -v "$PYTHON" > /dev/null || { echo "[setup] ERROR: PYTHON=$PYTHON not found" >&2; exit 1; }
   echo "[setup] creating virtual environment $VENV with $("$PYTHON" --version) ($PYTHON): $why"
@@ -54,7 +54,7 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
 fi
 if ! (cd / && "$VENV/bin/python" -c "import fairseq_rope, pytest, xdist, matplotlib, ctranslate2") >/dev/null 2>&1; then
   if "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] == (3, 12))'; then
-    note="fairseq-fixed builds from source on this Python: ~5 min the first time"
+    note="fairseq-fixed builds from source on this Python: ~4-5 min the first time"
   else
     note="fairseq-fixed from its prebuilt wheel"
   fi

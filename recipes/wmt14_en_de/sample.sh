@@ -2,7 +2,7 @@
 # The offline sample run: the whole recipe (run.sh) on the bundled English-German sample
 # corpus (sample/, written by make_sample_corpus.py beside it), with a tiny RoPE Transformer and
 # a tiny baseline Transformer trained with identical settings on CPU. No network needed;
-# about 5 minutes on 2 CPU cores. Prints the comparison table at the end.
+# about 4-5 minutes on 2 CPU cores. Prints the comparison table at the end.
 #
 # Every knob of run.sh applies; these defaults differ from the WMT14 ones because the sample
 # is small and the budget is minutes:
