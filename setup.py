@@ -11,7 +11,7 @@ setup(
     python_requires=">=3.10,<3.14",
     install_requires=[
         # fairseq's main branch with the dataclass fix for Python 3.11+, public source;
-        # see README "Why fairseq-fixed".
+        # see docs/installation.md#why-fairseq-fixed.
         "fairseq-fixed==0.12.3.1",
         "torch>=2.6",
         "numpy",
@@ -32,6 +32,8 @@ setup(
             "fairseq-rope-ct2-generate = fairseq_rope_cli.ct2_generate:main",
             "fairseq-rope-checkpoint = fairseq_rope_cli.checkpoint:main",
             "fairseq-rope-progress = fairseq_rope_cli.progress:main",
+            "fairseq-rope-doc-translate = fairseq_rope_cli.doc_translate:main",
+            "fairseq-rope-contrastive = fairseq_rope_cli.contrastive:main",
         ],
     },
     extras_require={

@@ -36,6 +36,25 @@ class Translator(GeneratorHubInterface):
         kwargs.setdefault("lenpen", self.lenpen)
         return self.sample(sentences, beam=beam or self.beam, verbose=verbose, **kwargs)
 
+    def translate_documents(self, documents: List[List[str]], context: int, beam: Optional[int] = None,
+                            lenpen: Optional[float] = None, batch_size: int = 32) -> List[List[str]]:
+        """Each document (a list of sentences) translated in order, every sentence with up to
+        ``context`` previous source sentences and the model's own previous translations as context,
+        as the model was trained (``CONTEXT``; 0: sentence by sentence through the same code);
+        fairseq_rope.documents.ContextTranslator."""
+        from .documents import ContextTranslator
+
+        return ContextTranslator(self, context).translate_documents(
+            documents, beam=beam or self.beam, lenpen=self.lenpen if lenpen is None else lenpen,
+            max_len_b=int(self.cfg.generation.max_len_b), batch_size=batch_size)
+
+    def score_in_context(self, items, context: int, batch_size: int = 32) -> List[float]:
+        """Log-probability of each target sentence given its source and contexts: items are
+        (source context, target context, source, target), contexts lists of sentences, oldest first."""
+        from .documents import ContextTranslator
+
+        return ContextTranslator(self, context).score(items, batch_size=batch_size)
+
 
 def _require(path: str, what: str):
     if not os.path.exists(path):

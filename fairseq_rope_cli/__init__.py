@@ -3,7 +3,7 @@
 One module per command, each with ``main(argv=None)``, also runnable as ``python -m fairseq_rope_cli.<module>``:
 
     fairseq-rope-average         average.py        checkpoint averaging (fairseq's flags, weights-only loading)
-    fairseq-rope-prep            prep.py           tokenize / detokenize / clean / sgm / spm-train / spm-encode / concat-pairs
+    fairseq-rope-prep            prep.py           tokenize / detokenize / clean / sgm / spm-train / spm-encode / concat-pairs / context
     fairseq-rope-score           score.py          fairseq-generate output -> hypotheses, sacreBLEU, paper BLEU, JSON
     fairseq-rope-results         results.py        result JSONs -> one markdown table
     fairseq-rope-compare         compare.py        runs by source length, paired bootstrap, table and plot
@@ -12,6 +12,8 @@ One module per command, each with ``main(argv=None)``, also runnable as ``python
     fairseq-rope-ct2-generate    ct2_generate.py   beam search with CTranslate2, printed as fairseq-generate prints it
     fairseq-rope-checkpoint      checkpoint.py     a run's checkpoints for the recipe: resume point, final name, fit
     fairseq-rope-progress        progress.py       a fairseq command's output to its log, progress lines to the terminal
+    fairseq-rope-doc-translate   doc_translate.py  documents translated in order, each sentence with its context
+    fairseq-rope-contrastive     contrastive.py    a contrastive pronoun test (ContraPro's format) scored in context
 
 Shared helpers live in common.py. The package does not import fairseq_rope (and so fairseq) at
 import time, so that every ``--help`` answers at once; the commands that need it import it when

@@ -164,7 +164,10 @@ def main(argv=None):
     if not os.access(out_dir, os.W_OK):  # before the work; root passes this, the write below still checks
         raise InputError(PROG, f"directory of --output is not writable: {out_dir}")
 
-    print(f"[{PROG}] averaging {len(inputs)} checkpoints: {', '.join(inputs)}", file=sys.stderr)
+    folders = {os.path.dirname(path) for path in inputs}
+    listed = (f"{folders.pop() or '.'}/{{{', '.join(os.path.basename(p) for p in inputs)}}}" if len(folders) == 1
+              else ", ".join(inputs))
+    print(f"[{PROG}] averaging {len(inputs)} checkpoints: {listed}", file=sys.stderr)
     state = average_checkpoints(inputs, log=lambda msg: print(msg, file=sys.stderr))
     import torch
 

@@ -108,3 +108,53 @@ def save_figure(fig, legend_axes, title: str, ncol: int, path: str):
     with atomic_output(path, mode=None, suffix=".tmp.png") as tmp:
         fig.savefig(tmp, dpi=120)
     plt.close(fig)
+
+
+def add_model_arguments(ap):
+    """The options that load a trained model for the document commands (fairseq_rope.hub.load_translator)."""
+    ap.add_argument("--checkpoint", required=True, help="a model checkpoint (e.g. checkpoint_avg_last5.pt)")
+    ap.add_argument("--data-bin", required=True, help="the fairseq-preprocess directory with its dictionaries")
+    subword = ap.add_mutually_exclusive_group()
+    subword.add_argument("--bpe-codes", help="subword-nmt codes the model was trained with")
+    subword.add_argument("--sentencepiece-model", help="sentencepiece model the model was trained with")
+    ap.add_argument("--tokenization", choices=["moses", "none"], default="moses",
+                    help="how the training text was tokenized before subwords (prepare.sh's PRETOKENIZER; "
+                         "default: %(default)s)")
+    ap.add_argument("--context", type=int, required=True,
+                    help="previous sentences the model was trained with (prepare.sh's CONTEXT; 0: sentence-level)")
+    ap.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
+    ap.add_argument("--device", help="cpu or cuda (default: cuda when torch sees a GPU, else cpu)")
+    ap.add_argument("--model-overrides", default="{}",
+                    help="model options replaced at load time, as fairseq-generate's (a Python dict)")
+
+
+def load_model(args, prog: str):
+    """The hub translator of add_model_arguments' options, or an InputError naming what is wrong."""
+    import ast
+
+    if args.context < 0:
+        raise InputError(prog, f"--context must be >= 0, got {args.context}")
+    if args.batch_size < 1:
+        raise InputError(prog, f"--batch-size must be >= 1, got {args.batch_size}")
+    try:
+        overrides = ast.literal_eval(args.model_overrides)
+    except (ValueError, SyntaxError):
+        overrides = None
+    if not isinstance(overrides, dict):
+        raise InputError(prog, f"--model-overrides must be a Python dict, got {args.model_overrides!r}")
+    for flag, path in (("--checkpoint", args.checkpoint), ("--bpe-codes", args.bpe_codes),
+                       ("--sentencepiece-model", args.sentencepiece_model)):
+        if path and not os.path.isfile(path):
+            raise InputError(prog, f"{flag} file not found: {path}")
+    if not os.path.isdir(args.data_bin):
+        raise InputError(prog, f"--data-bin directory not found: {args.data_bin}")
+    from fairseq_rope.hub import load_translator
+
+    try:
+        return load_translator(os.path.dirname(os.path.abspath(args.checkpoint)), args.data_bin,
+                               checkpoint_file=os.path.basename(args.checkpoint), bpe_codes=args.bpe_codes,
+                               sentencepiece_model=args.sentencepiece_model,
+                               tokenizer="moses" if args.tokenization == "moses" else None,
+                               device=args.device, model_overrides=overrides)
+    except FileNotFoundError as error:
+        raise InputError(prog, str(error)) from None

@@ -3,10 +3,11 @@
     fairseq-rope-prep tokenize   --lang en -i IN -o OUT [--workers N]
     fairseq-rope-prep detokenize --lang de -i IN -o OUT [--workers N]
     fairseq-rope-prep clean      --src A.en --tgt A.de --out-src B.en --out-tgt B.de [--min 1] [--max 250] [--ratio 1.5]
-    fairseq-rope-prep sgm        IN.sgm OUT.txt
+    fairseq-rope-prep sgm        IN.sgm OUT.txt [--docids OUT.docids]
     fairseq-rope-prep spm-train  --inputs A.en A.de --model-prefix PREFIX [--vocab-size 37000] [--model-type unigram|bpe]
     fairseq-rope-prep spm-encode --model PREFIX.model -i IN -o OUT
     fairseq-rope-prep concat-pairs --src A.en --tgt A.de --out-src B.en --out-tgt B.de -k 2 [--order consecutive|random]
+    fairseq-rope-prep context    --src A.en --tgt A.de --docids A.docids --out-src B.en --out-tgt B.de -k 3 [--keep-sentences]
 
 tokenize = the three Moses steps of fairseq's WMT14 recipe on every line: normalize-punctuation.perl,
 remove-non-printing-char.perl, tokenizer.perl -a, i.e. sacremoses MosesPunctNormalizer (with its
@@ -27,7 +28,9 @@ must have the same number of lines; output keeps input order.
 sgm extracts the segments of a WMT "SGML" test file (newstest*.sgm), one per line: each line that
 starts with "<seg " has its <seg ...>text</seg> element replaced by its text, is stripped and has
 runs of whitespace collapsed, the rule sacrebleu applies to the same files (so the references
-equal ``sacrebleu -t wmt14/full -l en-de --echo ref``); entities are left as they are.
+equal ``sacrebleu -t wmt14/full -l en-de --echo ref``); entities are left as they are. With
+--docids, the docid attribute of each segment's <doc> is written beside, one per line (the ids
+``sacrebleu --echo docid`` prints).
 
 spm-train / spm-encode: a joint sentencepiece model for the recipe's TOKENIZER=spm variant, with
 the sentencepiece Python API (its PyPI package has no spm_* commands), trained on the
@@ -40,6 +43,11 @@ concat-pairs writes every training pair, then concatenations of k pairs (Varis &
 (--order random), the k sources joined by one space and the k targets likewise. With N pairs that
 is N + floor(N / k) lines; the last N mod k pairs appear only on their own (said on stderr).
 
+context writes each pair with up to k previous pairs of its document on both sides, joined by
+" <sep> " (k-to-k; documents from --docids, one id per line, a document's lines consecutive);
+--keep-sentences also writes every pair that had context on its own, after them. clean takes
+--docids/--out-docids to keep the ids of the pairs it keeps.
+
 Every output is written to a temporary file and renamed when complete, so an interrupted run
 never leaves a partial file under its final name.
 """
@@ -51,7 +59,7 @@ import re
 import sys
 from functools import lru_cache
 
-from .common import InputError, argument_parser, atomic_output, count_lines, decode_lines
+from .common import InputError, argument_parser, atomic_output, count_lines, decode_lines, write_lines
 
 PROG = "fairseq-rope-prep"
 
@@ -148,10 +156,18 @@ def keep_pair(*args, **kwargs):
 SEG = re.compile(r"<seg[^>]*>(.*)</seg>")
 
 
+DOC = re.compile(r'<doc\b[^>]*\bdocid="([^"]*)"')
+
+
 def segments(lines):
+    """(text, docid of its <doc>, or None) of each <seg> line."""
+    docid = None
     for line in lines:
-        if line.startswith("<seg "):
-            yield re.sub(r"\s+", " ", SEG.sub(r"\1", line).strip())
+        if line.startswith("<doc"):
+            match = DOC.match(line)
+            docid = match.group(1) if match else None
+        elif line.startswith("<seg "):
+            yield re.sub(r"\s+", " ", SEG.sub(r"\1", line).strip()), docid
 
 
 def need_file(path, flag):
@@ -195,17 +211,24 @@ def run_clean(args):
     if not args.ratio >= 1:
         raise InputError(PROG, f"--ratio must be >= 1, got {args.ratio}")
     n_src = same_length(args.src, args.tgt)
-    kept, removed = 0, collections.Counter()
+    if bool(args.docids) != bool(args.out_docids):
+        raise InputError(PROG, "--docids and --out-docids go together")
+    docids = read_docids(args.docids, n_src, args.src) if args.docids else None
+    kept, removed, kept_ids = 0, collections.Counter(), []
     with atomic_output(args.out_src) as out_src, atomic_output(args.out_tgt) as out_tgt:
-        for s, t in zip(decode_lines(args.src, PROG), decode_lines(args.tgt, PROG)):
+        for i, (s, t) in enumerate(zip(decode_lines(args.src, PROG), decode_lines(args.tgt, PROG))):
             s_tok, t_tok = s.split(), t.split()
             reason = drop_reason(s_tok, t_tok, args.min, args.max, args.ratio, args.max_word_length)
             if reason is None:
                 out_src.write(" ".join(s_tok) + "\n")
                 out_tgt.write(" ".join(t_tok) + "\n")
                 kept += 1
+                if docids:
+                    kept_ids.append(docids[i])
             else:
                 removed[reason] += 1
+    if docids:
+        write_lines(args.out_docids, kept_ids)
     why = "; removed: " + ", ".join(f"{n} with {reason}" for reason, n in removed.most_common()) if removed else ""
     print(f"[{PROG} clean] {args.src} / {args.tgt}: kept {kept} of {n_src} pairs "
           f"(tokens {args.min}-{args.max}, ratio <= {args.ratio:g}){why} -> {args.out_src}, {args.out_tgt}",
@@ -215,9 +238,22 @@ def run_clean(args):
 def run_sgm(args):
     need_file(args.input, "IN.sgm")
     with open(args.input, encoding="utf-8") as fin:
-        texts = list(segments(fin))
+        texts, docids = [], []
+        for text, docid in segments(fin):
+            texts.append(text)
+            docids.append(docid)
     if not texts:
         raise InputError(PROG, f"no <seg> lines in {args.input}: is it a WMT .sgm file?")
+    if args.docids:
+        if None in docids:
+            raise InputError(PROG, f"{args.input}: segment {docids.index(None) + 1} is in no <doc docid=...>")
+        from fairseq_rope.documents import DocumentError, document_spans
+
+        try:
+            document_spans(docids, args.input)
+        except DocumentError as error:
+            raise InputError(PROG, str(error)) from None
+        write_lines(args.docids, docids)
     with atomic_output(args.output) as fout:
         fout.writelines(text + "\n" for text in texts)
     print(f"[{PROG} sgm] {args.input} -> {args.output}: {len(texts)} segments", file=sys.stderr)
@@ -300,6 +336,43 @@ def run_concat_pairs(args):
           f"{note} -> {args.out_src}, {args.out_tgt}", file=sys.stderr)
 
 
+def read_docids(path, n_lines, text):
+    from fairseq_rope.documents import DocumentError, read_docids as read
+
+    need_file(path, "--docids")
+    try:
+        return read(path, n_lines, text)
+    except DocumentError as error:
+        raise InputError(PROG, str(error)) from None
+
+
+def run_context(args):
+    from fairseq_rope.documents import SEPARATOR, document_spans, in_context
+
+    need_file(args.src, "--src")
+    need_file(args.tgt, "--tgt")
+    if args.k < 1:
+        raise InputError(PROG, f"-k must be >= 1 (previous sentences of context), got {args.k}")
+    n = same_length(args.src, args.tgt)
+    docids = read_docids(args.docids, n, args.src)
+    sources, targets = list(decode_lines(args.src, PROG)), list(decode_lines(args.tgt, PROG))
+    for side, lines in (("--src", sources), ("--tgt", targets)):
+        for i, line in enumerate(lines):
+            if SEPARATOR in line.split():
+                raise InputError(PROG, f"{side} line {i + 1} holds the separator token {SEPARATOR!r} itself")
+    src_out, tgt_out = in_context(sources, docids, args.k), in_context(targets, docids, args.k)
+    spans = document_spans(docids)
+    firsts = {start for start, _ in spans}
+    if args.keep_sentences:
+        src_out += [s for i, s in enumerate(sources) if i not in firsts]
+        tgt_out += [t for i, t in enumerate(targets) if i not in firsts]
+    write_lines(args.out_src, src_out)
+    write_lines(args.out_tgt, tgt_out)
+    kept = f" + {n - len(spans)} pairs without context" if args.keep_sentences else ""
+    print(f"[{PROG} context] {args.src} / {args.tgt}: {n} pairs in {len(spans)} documents, each with up to "
+          f"{args.k} previous pairs of its document{kept} -> {args.out_src}, {args.out_tgt}", file=sys.stderr)
+
+
 def main(argv=None):
     ap = argument_parser(PROG, __doc__)
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
@@ -318,11 +391,14 @@ def main(argv=None):
     p.add_argument("--max", type=int, default=250, help="most tokens per side (default: %(default)s)")
     p.add_argument("--ratio", type=float, default=1.5, help="largest length ratio (default: %(default)s)")
     p.add_argument("--max-word-length", type=int, default=1000, help="longest token in characters (default: %(default)s)")
+    p.add_argument("--docids", help="document ids of the input pairs, one per line")
+    p.add_argument("--out-docids", help="writes the ids of the pairs kept")
     p.set_defaults(run=run_clean)
     p = sub.add_parser("sgm", help="segments of a WMT .sgm file as plain text",
                        description="Extracts the <seg> texts of a WMT .sgm file, one per line (sacrebleu's rule).")
     p.add_argument("input", metavar="IN.sgm")
     p.add_argument("output", metavar="OUT.txt")
+    p.add_argument("--docids", metavar="OUT.docids", help="also write each segment's document id, one per line")
     p.set_defaults(run=run_sgm)
     p = sub.add_parser("spm-train", help="train a joint sentencepiece model",
                        description="Trains a joint sentencepiece model on the given tokenized files.")
@@ -350,6 +426,15 @@ def main(argv=None):
                    help="which pairs are joined: consecutive lines, or a random permutation (default: %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="seed of --order random (default: %(default)s)")
     p.set_defaults(run=run_concat_pairs)
+    p = sub.add_parser("context", help="each pair with up to k previous pairs of its document",
+                       description="Writes each pair joined with up to k previous pairs of its document "
+                                   "(k-to-k, ' <sep> ' between sentences).")
+    add_parallel_files(p, "source side", "target side, as many lines as --src")
+    p.add_argument("--docids", required=True, help="document id of each line, one per line")
+    p.add_argument("-k", type=int, required=True, help="previous sentences of context (>= 1)")
+    p.add_argument("--keep-sentences", action="store_true",
+                   help="also write every pair that had context on its own")
+    p.set_defaults(run=run_context)
     args = ap.parse_args(argv)
     args.run(args)
 

@@ -4,7 +4,10 @@
 
 Rows keep the order of the arguments. Columns: run, architecture, tokenized compound-split
 BLEU (the paper's convention), sacreBLEU, sentences, checkpoint; the sacreBLEU signatures and
-test sets are listed under the table (one line if they are all equal).
+test sets are listed under the table (one line if they are all equal). Results of documents
+(fairseq-rope-score --docids) add chrF, d-BLEU and seconds per document; results with a
+contrastive pronoun test (a "contrastive" field, fairseq-rope-contrastive --out-json) add the
+share of pronouns right, overall and by antecedent distance.
 """
 
 import json
@@ -25,14 +28,40 @@ def short_path(path):
     return path
 
 
+def pronoun_accuracy(contrastive) -> str:
+    """``all (d=0 / 1 / 2 / 3 / >3)`` accuracies in percent, from fairseq-rope-contrastive's counts."""
+    by = contrastive["by_distance"]
+    order = sorted(by, key=lambda d: (d == ">3", d))
+    parts = " / ".join(f"{100 * by[d]['accuracy']:.0f}" for d in order)
+    return f"{100 * contrastive['total']['accuracy']:.1f} ({parts})"
+
+
 def render(results):
-    lines = [
-        "| Run | Architecture | BLEU (tokenized, compound-split; fairseq's convention) | sacreBLEU | Sentences | Checkpoint |",
-        "|---|---|---:|---:|---:|---|",
-    ]
+    documents = any("document_bleu" in r for r in results)
+    pronouns = next((r["contrastive"] for r in results if "contrastive" in r), None)
+    head = ["Run", "Architecture", "BLEU (tokenized, compound-split; fairseq's convention)", "sacreBLEU"]
+    align = ["---", "---", "---:", "---:"]
+    if documents:
+        head += ["chrF", "d-BLEU", "s / document"]
+        align += ["---:"] * 3
+    if pronouns:
+        distances = "/".join(sorted(pronouns["by_distance"], key=lambda d: (d == ">3", d)))
+        head.append(f"pronouns right, % (distance {distances})")
+        align.append("---:")
+    head += ["Sentences", "Checkpoint"]
+    align += ["---:", "---"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
     for r in results:
-        lines.append(f"| {r.get('run_name') or r.get('arch', '?')} | {r.get('arch', '?')} | {r['tokenized_bleu']:.2f} "
-                     f"| {r['sacrebleu']:.2f} | {r['n_sentences']} | {short_path(r.get('checkpoint', ''))} |")
+        row = [r.get("run_name") or r.get("arch", "?"), r.get("arch", "?"), f"{r['tokenized_bleu']:.2f}",
+               f"{r['sacrebleu']:.2f}"]
+        if documents:
+            per_doc = r.get("seconds_per_document")
+            row += [f"{r['chrf']:.2f}" if "chrf" in r else "", f"{r['document_bleu']:.2f}" if "document_bleu" in r else "",
+                    f"{per_doc:.3f}" if per_doc is not None else ""]
+        if pronouns:
+            row.append(pronoun_accuracy(r["contrastive"]) if "contrastive" in r else "")
+        row += [str(r["n_sentences"]), short_path(r.get("checkpoint", ""))]
+        lines.append("| " + " | ".join(row) + " |")
     notes = sorted({(r.get("sacrebleu_signature", ""), r.get("test_set", "")) for r in results})
     lines.append("")
     for signature, test_set in notes:

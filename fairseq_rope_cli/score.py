@@ -114,6 +114,9 @@ def main(argv=None):
     ap.add_argument("--extra", default="{}", help="a JSON object merged into the result")
     ap.add_argument("--extra-file", action="append", default=[], metavar="FILE",
                     help="a JSON object file merged into the result (e.g. fairseq-rope-ct2-generate --info-json)")
+    ap.add_argument("--docids", metavar="FILE",
+                    help="document id of each reference line: also document-level BLEU (d-BLEU: sacreBLEU over "
+                         "each document's hypotheses and references joined by spaces)")
     args = ap.parse_args(argv)
     extra = extra_fields(args)
     for flag, path in (("--generate-output", args.generate_output), ("--ref", args.ref)):
@@ -135,6 +138,22 @@ def main(argv=None):
     sacre = bleu.corpus_score(hyps_detok, [refs])
     signature = str(bleu.get_signature())
 
+    chrf = sacrebleu.metrics.CHRF().corpus_score(hyps_detok, [refs])
+    documents = {}
+    if args.docids:
+        if not os.path.isfile(args.docids):
+            raise InputError(PROG, f"--docids file not found: {args.docids}")
+        from fairseq_rope.documents import DocumentError, document_spans, read_docids
+
+        try:
+            spans = document_spans(read_docids(args.docids, len(refs), args.ref), args.docids)
+        except DocumentError as error:
+            raise InputError(PROG, str(error)) from None
+        doc_bleu = sacrebleu.metrics.BLEU().corpus_score([" ".join(hyps_detok[a:b]) for a, b in spans],
+                                                         [[" ".join(refs[a:b]) for a, b in spans]])
+        documents = {"document_bleu": round(doc_bleu.score, 2), "n_documents": len(spans),
+                     "document_bleu_detail": str(doc_bleu)}
+
     refs_tok = [compound_split(tokenize_line(r, args.lang) if moses else r) for r in refs]
     hyps_split = [compound_split(h) for h in hyps_tok]
     tok_bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(hyps_split, [refs_tok])
@@ -149,6 +168,8 @@ def main(argv=None):
         "sacrebleu": round(sacre.score, 2),
         "sacrebleu_signature": signature,
         "sacrebleu_detail": str(sacre),
+        "chrf": round(chrf.score, 2),
+        **documents,
         "tokenized_bleu": round(tok_bleu.score, 2),
         "tokenized_bleu_detail": str(tok_bleu),
         "tokenization": args.tokenization,
@@ -166,10 +187,11 @@ def main(argv=None):
 
     name = args.run_name or args.arch or "model"
     print(f"[{PROG}] {name}: sacreBLEU {sacre.score:.2f}, tokenized, compound-split BLEU (fairseq's convention) "
-          f"{tok_bleu.score:.2f}; {len(refs)} sentences, hyp/ref length {sacre.sys_len / max(sacre.ref_len, 1):.3f}",
+          f"{tok_bleu.score:.2f}; {len(refs)} sentences, hyp/ref length {sacre.sys_len / max(sacre.ref_len, 1):.3f}"
+          + (f"; d-BLEU {documents['document_bleu']:.2f} over {documents['n_documents']} documents" if documents else ""),
           file=sys.stderr)
-    print(f"[{PROG}] {name}: sacreBLEU signature: {signature} | test set: {args.test_set or args.ref} "
-          f"(raw reference {args.ref})", file=sys.stderr)
+    print(f"[{PROG}] {name}: sacreBLEU signature: {signature} | test set: {args.test_set or args.ref}",
+          file=sys.stderr)
     print(f"[{PROG}] {name}: hypotheses {detok_path}; result {json_path}", file=sys.stderr)
 
 

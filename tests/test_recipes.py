@@ -112,8 +112,8 @@ def test_terminal_shows_progress_and_every_log_is_complete(recipe):
     speed) and translation (sentences done/total), the log files named; fairseq's own output
     (configuration dumps, warnings, checkpoint saves) goes, complete, to each run's logs."""
     terminal = (recipe["proc"].stdout + recipe["proc"].stderr).splitlines()
-    assert len(terminal) < 80, "\n".join(terminal)
-    assert max(map(len, terminal)) < 1000  # no configuration dump (fairseq prints lines of 8,000+ characters)
+    assert len(terminal) <= 80, "\n".join(terminal)
+    assert max(map(len, terminal)) <= 300, max(terminal, key=len)  # no configuration dump, no list of paths
     work = recipe["work"]
     for arch in ("rope_transformer", "transformer"):
         mine = [line for line in terminal if line.startswith(f"{{{arch}}} ")]

@@ -142,6 +142,18 @@ logged() {
   progress_options "$1"; shift
   fairseq-rope-progress "${PROGRESS_OPTIONS[@]}" "$@"
 }
+# quietly LOG CMD...: runs CMD with its output appended to LOG instead of the terminal (VERBOSE=1: both);
+# a failure shows the end of LOG and its path; the status is CMD's
+quietly() {
+  local log=$1 rc=0; shift
+  if [ "$VERBOSE" = 1 ]; then "$@" 2>&1 | tee -a "$log" >&2 || rc=$?
+  else "$@" >> "$log" 2>&1 || rc=$?; fi
+  if [ "$rc" -ne 0 ]; then
+    tail -n 5 "$log" | sed "s/^/[$STEP]   /" >&2
+    echo "[$STEP] ERROR: $1 failed (status $rc); its output: $log" >&2
+  fi
+  return "$rc"
+}
 # progress_options LOG: fairseq-rope-progress's options for LOG, in the array PROGRESS_OPTIONS (for a
 # fairseq-rope-progress started in the background itself, so that its pid is $!)
 progress_options() {

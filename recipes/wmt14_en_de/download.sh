@@ -128,10 +128,13 @@ fi
 SRC=en TGT=de check_parallel "$RAW_OUT/train"
 
 sgm() {  # sgm SPLIT TARBALL EN_SGM DE_SGM EXPECTED_LINES
-  local split=$1 dir=$X/$2 lang file n
+  local split=$1 dir=$X/$2 lang file n docids
   for lang in en de; do
     file=$( [ $lang = en ] && echo "$3" || echo "$4" )
-    [ -f "$RAW_OUT/$split.$lang" ] || fairseq-rope-prep sgm "$(find_one "$dir" "$file")" "$RAW_OUT/$split.$lang"
+    # the English side also keeps the segments' document ids (the <doc docid=...> they are in)
+    docids=(); [ $lang = de ] || docids=(--docids "$RAW_OUT/$split.docids")
+    [ -f "$RAW_OUT/$split.$lang" ] && { [ $lang = de ] || [ -f "$RAW_OUT/$split.docids" ]; } \
+      || fairseq-rope-prep sgm "$(find_one "$dir" "$file")" "$RAW_OUT/$split.$lang" "${docids[@]}"
     n=$(line_count "$RAW_OUT/$split.$lang")
     [ "$n" = "$5" ] || die "$RAW_OUT/$split.$lang has $n lines, expected $5 (from $file)"
   done

@@ -15,6 +15,16 @@
 #                    "{'rope_scaling': 'linear', 'rope_scaling_factor': 2.0}" (BACKEND=fairseq only)
 #   EVAL_DIR         outputs (default: $WORK_DIR/eval/$RUN_NAME, with -ct2-$CT2_QUANTIZATION for
 #                    ctranslate2): generate.out, hyps.*, result.json
+# Documents (data prepared with CONTEXT=K, recorded in DATA_BIN/recipe.env; or DOCIDS given):
+#   DOCIDS           document ids of the raw test set (default with CONTEXT > 0: $GEN_SUBSET.docids beside
+#                    REF's source): the test set is translated document by document, each sentence with
+#                    the K previous source sentences and the model's own previous translations
+#                    (fairseq-rope-doc-translate; K = 0: sentence by sentence, timed per document), and
+#                    scored by sentence (BLEU, chrF) and by document (d-BLEU)
+#   CONTRASTIVE_JSON a contrastive pronoun test in ContraPro's format, scored with the model in context
+#                    (fairseq-rope-contrastive): CONTRASTIVE_TEXT (prefix of its .$SRC/.$TGT text files),
+#                    CONTRASTIVE_CONTEXT (prefix of its context files) and CONTRASTIVE_CONTEXT_LINES
+#                    (context sentences per line, default 1); accuracy by antecedent distance in result.json
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -66,6 +76,8 @@ need_cmd fairseq-rope-progress "$ROPE_HINT"
 check_plugin
 
 env_of() { sed -n "s/^$1=//p" "$DATA_BIN/recipe.env"; }
+CONTEXT=$(env_of CONTEXT)
+CONTEXT=${CONTEXT:-0}
 TOKENIZER=$(env_of TOKENIZER)
 PRETOKENIZER=$(env_of PRETOKENIZER)
 PRETOKENIZER=${PRETOKENIZER:-moses}  # (data-bins made before PRETOKENIZER existed were Moses-tokenized)
@@ -76,6 +88,19 @@ if [ -z "${TEST_SET:-}" ]; then
     *) TEST_SET="$REF" ;; esac
 fi
 remove_bpe=$([ "$TOKENIZER" = spm ] && echo sentencepiece || echo "@@ ")
+DOCIDS=${DOCIDS:-$([ "$CONTEXT" -eq 0 ] || echo "$(env_of RAW_DIR)/$GEN_SUBSET.docids")}
+CONTRASTIVE_JSON=${CONTRASTIVE_JSON:-}
+if [ -n "$DOCIDS" ]; then
+  need_file "$DOCIDS" "DOCIDS (the document ids of $(env_of RAW_DIR)/$GEN_SUBSET.$SRC)"
+  [ "$BACKEND" = fairseq ] || die "documents (CONTEXT=$CONTEXT, DOCIDS=$DOCIDS) are translated with BACKEND=fairseq only"
+  need_cmd fairseq-rope-doc-translate "$ROPE_HINT"
+fi
+subword_args=()  # the subword model the text of documents and of the pronoun test is split with
+if [ -f "$DATA_BIN/codes" ]; then subword_args=(--bpe-codes "$DATA_BIN/codes")
+elif [ -f "$DATA_BIN/spm.model" ]; then subword_args=(--sentencepiece-model "$DATA_BIN/spm.model"); fi
+model_args=(--checkpoint "$CHECKPOINT" --data-bin "$DATA_BIN" "${subword_args[@]}" --tokenization "$PRETOKENIZER"
+  --context "$CONTEXT" --device "$([ "$(detect_gpus)" -gt 0 ] && echo cuda || echo cpu)")
+[ -z "$MODEL_OVERRIDES" ] || model_args+=(--model-overrides "$MODEL_OVERRIDES")
 NGPU=$(detect_gpus)
 if [ "$PRECISION" = auto ]; then PRECISION=$([ "$NGPU" -gt 0 ] && echo fp16 || echo fp32); fi
 device_args=()
@@ -100,9 +125,15 @@ else
   translated_by=$CHECKPOINT
 fi
 gen_settings="$translated_by beam=$BEAM lenpen=$LENPEN subset=$GEN_SUBSET overrides=$MODEL_OVERRIDES precision=$PRECISION"
+[ -z "$DOCIDS" ] || gen_settings="$gen_settings docids=$DOCIDS context=$CONTEXT"
 if [ -f "$GEN" ] && [ "$GEN" -nt "$translated_by" ] && [ "$(cat "$GEN.settings" 2>/dev/null)" = "$gen_settings" ] \
-    && { [ "$BACKEND" = fairseq ] || [ -f "$GEN.info.json" ]; }; then
+    && { [ "$BACKEND" = fairseq ] && [ -z "$DOCIDS" ] || [ -f "$GEN.info.json" ]; }; then
   log "translations up to date: $GEN"
+elif [ -n "$DOCIDS" ]; then
+  log "translating the documents of $(env_of RAW_DIR)/$GEN_SUBSET.$SRC ($DOCIDS), context $CONTEXT, beam $BEAM -> $GEN"
+  fairseq-rope-doc-translate "${model_args[@]}" --input "$(env_of RAW_DIR)/$GEN_SUBSET.$SRC" --docids "$DOCIDS" \
+    --beam "$BEAM" --lenpen "$LENPEN" --output "$EVAL_DIR/hyps.documents.$TGT" --generate-output "$GEN" \
+    --info-json "$GEN.info.json" 2> >(grep -v "^INFO:\|Warning\|warnings.warn" >&2)
 elif [ "$BACKEND" = ctranslate2 ]; then
   log "translating $GEN_SUBSET with CTranslate2 ($CT2_DIR, $CT2_DEVICE, beam $BEAM, lenpen $LENPEN) -> $GEN"
   run_to "$GEN" fairseq-rope-ct2-generate "$CT2_DIR" --data-bin "$DATA_BIN" --gen-subset "$GEN_SUBSET" \
@@ -125,6 +156,26 @@ else
 fi
 echo "$gen_settings" > "$GEN.settings.tmp" && mv -f "$GEN.settings.tmp" "$GEN.settings"
 fields=(--set "beam=$BEAM" --set "lenpen=$LENPEN" --set "tokenizer=$TOKENIZER" --set "backend=$BACKEND")
+if [ -n "$DOCIDS" ]; then fields+=(--docids "$DOCIDS" --extra-file "$GEN.info.json"); fi
+if [ -n "$CONTRASTIVE_JSON" ]; then
+  CONTRASTIVE_TEXT=${CONTRASTIVE_TEXT:?CONTRASTIVE_JSON needs CONTRASTIVE_TEXT, the prefix of its .$SRC/.$TGT text files}
+  CONTRASTIVE_CONTEXT_LINES=${CONTRASTIVE_CONTEXT_LINES:-1}
+  out=$EVAL_DIR/contrastive.json
+  settings="$CHECKPOINT $CONTRASTIVE_JSON $CONTRASTIVE_TEXT ${CONTRASTIVE_CONTEXT:-} $CONTRASTIVE_CONTEXT_LINES context=$CONTEXT"
+  if [ -f "$out" ] && [ "$out" -nt "$CHECKPOINT" ] && [ "$(cat "$out.settings" 2>/dev/null)" = "$settings" ]; then
+    log "pronoun test up to date: $out"
+  else
+    log "scoring the pronoun test $CONTRASTIVE_JSON in context ($CONTEXT sentences) -> $out"
+    context_files=()
+    [ "$CONTEXT" -eq 0 ] || context_files=(--context-text "${CONTRASTIVE_CONTEXT:?CONTEXT=$CONTEXT needs CONTRASTIVE_CONTEXT}"
+      --context-lines "$CONTRASTIVE_CONTEXT_LINES")
+    fairseq-rope-contrastive "${model_args[@]}" --json "$CONTRASTIVE_JSON" --text "$CONTRASTIVE_TEXT" \
+      "${context_files[@]}" --source-lang "$SRC" --target-lang "$TGT" --scores "$EVAL_DIR/contrastive.scores" \
+      --out-json "$out" 2> >(grep -v "^INFO:\|Warning\|warnings.warn" >&2)
+    echo "$settings" > "$out.settings.tmp" && mv -f "$out.settings.tmp" "$out.settings"
+  fi
+  fields+=(--extra-file "$out")
+fi
 [ -z "$MODEL_OVERRIDES" ] || fields+=(--set "model_overrides=$MODEL_OVERRIDES")
 if [ "$BACKEND" = ctranslate2 ]; then  # the compute type CTranslate2 used: from the info fairseq-rope-ct2-generate wrote
   fields+=(--set "ct2_dir=$CT2_DIR" --set "ct2_quantization=$CT2_QUANTIZATION" --extra-file "$GEN.info.json")

@@ -28,6 +28,12 @@
 #   CONCAT_PAIRS 1 (off). K >= 2: the training data also holds concatenations of K training pairs
 #                (fairseq-rope-prep concat-pairs, after the subwords), so that long inputs are seen
 #   CONCAT_ORDER consecutive (pairs 1..K, K+1..2K, ...) or random (a permutation drawn with CONCAT_SEED, 1)
+#   CONTEXT      0 (sentence-level). K >= 1: document-level data: every pair joined with up to K previous
+#                pairs of its document on both sides (" <sep> " between sentences; fairseq-rope-prep
+#                context), for train, valid and test. Needs $RAW_DIR/{train,valid,test}.docids (one
+#                document id per line, a document's lines consecutive)
+#   CONTEXT_KEEP_SENTENCES 0 (default: each training pair once, with its context) or 1 (also every
+#                pair that had context on its own)
 #   WORKERS      parallel processes (default: number of CPUs)
 # Every output is written to a temporary name and renamed when complete; a re-run skips
 # finished files, continues unfinished ones, and stops with an error if $PREP_DIR was made with
@@ -53,6 +59,8 @@ CLEAN_RATIO=${CLEAN_RATIO:-1.5}
 CONCAT_PAIRS=${CONCAT_PAIRS:-1}
 CONCAT_ORDER=${CONCAT_ORDER:-consecutive}
 CONCAT_SEED=${CONCAT_SEED:-1}
+CONTEXT=${CONTEXT:-0}
+CONTEXT_KEEP_SENTENCES=${CONTEXT_KEEP_SENTENCES:-0}
 WORKERS=${WORKERS:-$(nproc 2>/dev/null || echo 1)}
 PREP_DIR=${PREP_DIR:-$WORK_DIR/prep}
 DATA_BIN=${DATA_BIN:-$WORK_DIR/data-bin}
@@ -82,6 +90,10 @@ need_num CLEAN_RATIO "$CLEAN_RATIO"
 need_int CONCAT_PAIRS "$CONCAT_PAIRS" 1
 one_of CONCAT_ORDER "$CONCAT_ORDER" consecutive random
 need_int CONCAT_SEED "$CONCAT_SEED" 0
+need_int CONTEXT "$CONTEXT" 0
+one_of CONTEXT_KEEP_SENTENCES "$CONTEXT_KEEP_SENTENCES" 0 1
+[ "$CONTEXT" -eq 0 ] || [ "$CONCAT_PAIRS" -eq 1 ] \
+  || die "CONTEXT=$CONTEXT and CONCAT_PAIRS=$CONCAT_PAIRS: choose one (documents give long inputs by themselves)"
 need_int WORKERS "$WORKERS" 1
 need_cmd "$PYTHON" "set PYTHON or activate the virtual environment"
 need_cmd fairseq-preprocess "pip install fairseq-fixed"
@@ -97,6 +109,19 @@ fi
 [ -d "$RAW_DIR" ] || die "RAW_DIR=$RAW_DIR is not a directory (expected train/valid/test.$SRC/.$TGT in it)"
 RAW_DIR=$(cd "$RAW_DIR" && pwd)
 for split in train valid test; do check_parallel "$RAW_DIR/$split"; done
+if [ "$CONTEXT" -gt 0 ]; then
+  for split in train valid test; do
+    [ -f "$RAW_DIR/$split.docids" ] || die "CONTEXT=$CONTEXT needs document ids: $RAW_DIR/$split.docids not found \
+(one id per line of $split.$SRC; WMT's .sgm test sets have them, see the recipe README)"
+    [ "$(line_count "$RAW_DIR/$split.docids")" = "$(line_count "$RAW_DIR/$split.$SRC")" ] \
+      || die "$RAW_DIR/$split.docids has $(line_count "$RAW_DIR/$split.docids") lines, $RAW_DIR/$split.$SRC has \
+$(line_count "$RAW_DIR/$split.$SRC"): one document id per sentence line"
+  done
+  for dict in "$SRCDICT" "$TGTDICT"; do
+    [ -z "$dict" ] || grep -q '^<sep> ' "$dict" || die "CONTEXT=$CONTEXT joins sentences with <sep>, which $dict \
+does not hold: add a line '<sep> 1' to it (a model trained with it then learns its embedding)"
+  done
+fi
 
 if [ -n "$BPE_CODES" ]; then subword="bpe codes=$BPE_CODES:$(cksum < "$BPE_CODES" | cut -d' ' -f1)"
 elif [ -n "$SPM_MODEL" ]; then subword="spm model=$SPM_MODEL:$(cksum < "$SPM_MODEL" | cut -d' ' -f1)"
@@ -112,6 +137,10 @@ subword=$subword dictionary=$dictionary"
 if [ "$CONCAT_PAIRS" -gt 1 ]; then
   SETTINGS="$SETTINGS concat=$CONCAT_PAIRS,$CONCAT_ORDER"
   [ "$CONCAT_ORDER" != random ] || SETTINGS="$SETTINGS,seed=$CONCAT_SEED"
+fi
+if [ "$CONTEXT" -gt 0 ]; then
+  SETTINGS="$SETTINGS context=$CONTEXT,keep-sentences=$CONTEXT_KEEP_SENTENCES docids=$(for s in train valid test; do
+    printf '%s:%s ' $s "$(cksum < "$RAW_DIR/$s.docids" | cut -d' ' -f1)"; done)"
 fi
 
 if [ -f "$DATA_BIN/recipe.env" ] && done_ok "$PREP_DIR" "$SETTINGS"; then
@@ -137,9 +166,10 @@ fi
 for split in train valid test; do
   for lang in $SRC $TGT; do
     out=$PREP_DIR/tok/$split.$lang
-    if [ -f "$out" ]; then log "tokenized already: $out"; continue; fi
+    [ ! -f "$out" ] || continue
     if [ "$PRETOKENIZER" = moses ]; then
-      fairseq-rope-prep tokenize --lang "$lang" -i "$RAW_DIR/$split.$lang" -o "$out" --workers "$WORKERS"
+      quietly "$PREP_DIR/prepare.log" fairseq-rope-prep tokenize --lang "$lang" -i "$RAW_DIR/$split.$lang" -o "$out" \
+        --workers "$WORKERS"
     else
       cp "$RAW_DIR/$split.$lang" "$out.tmp" && mv -f "$out.tmp" "$out"
     fi
@@ -149,10 +179,12 @@ done
 # 2. clean the training pairs (length 1-250 tokens, ratio 1.5, as Moses clean-corpus-n)
 mkdir -p "$PREP_DIR/clean"
 if [ ! -f "$PREP_DIR/clean/train.$TGT" ]; then
-  log "cleaning training pairs -> $PREP_DIR/clean/train.{$SRC,$TGT}"
-  fairseq-rope-prep clean --src "$PREP_DIR/tok/train.$SRC" --tgt "$PREP_DIR/tok/train.$TGT" \
+  log "cleaning training pairs -> $PREP_DIR/clean/train.{$SRC,$TGT} (what was removed: $PREP_DIR/prepare.log)"
+  docids=()  # (CONTEXT > 0) the ids of the pairs kept: a dropped pair leaves its document without it
+  [ "$CONTEXT" -eq 0 ] || docids=(--docids "$RAW_DIR/train.docids" --out-docids "$PREP_DIR/clean/train.docids")
+  quietly "$PREP_DIR/prepare.log" fairseq-rope-prep clean --src "$PREP_DIR/tok/train.$SRC" --tgt "$PREP_DIR/tok/train.$TGT" \
     --out-src "$PREP_DIR/clean/train.$SRC.part" --out-tgt "$PREP_DIR/clean/train.$TGT.part" \
-    --min "$CLEAN_MIN" --max "$CLEAN_MAX" --ratio "$CLEAN_RATIO"
+    --min "$CLEAN_MIN" --max "$CLEAN_MAX" --ratio "$CLEAN_RATIO" "${docids[@]}"
   mv -f "$PREP_DIR/clean/train.$SRC.part" "$PREP_DIR/clean/train.$SRC"
   mv -f "$PREP_DIR/clean/train.$TGT.part" "$PREP_DIR/clean/train.$TGT"  # the target file is the marker
 fi
@@ -223,6 +255,25 @@ if [ "$CONCAT_PAIRS" -gt 1 ]; then
   fi
 fi
 
+# 4b. (CONTEXT=K) every pair with up to K previous pairs of its document, train, valid and test
+valid_pref=$SUB/valid test_pref=$SUB/test
+if [ "$CONTEXT" -gt 0 ]; then
+  log "joining every pair with up to $CONTEXT previous pairs of its document -> $SUB/{train,valid,test}.context$CONTEXT.*"
+  for split in train valid test; do
+    pref=$SUB/$split.context$CONTEXT
+    ids=$([ $split = train ] && echo "$PREP_DIR/clean/train.docids" || echo "$RAW_DIR/$split.docids")
+    keep=(); [ $split != train ] || [ "$CONTEXT_KEEP_SENTENCES" = 0 ] || keep=(--keep-sentences)
+    if [ ! -f "$pref.$TGT" ]; then
+      quietly "$PREP_DIR/prepare.log" fairseq-rope-prep context --src "$SUB/$split.$SRC" --tgt "$SUB/$split.$TGT" \
+        --docids "$ids" \
+        --out-src "$pref.$SRC.part" --out-tgt "$pref.$TGT.part" -k "$CONTEXT" "${keep[@]}"
+      mv -f "$pref.$SRC.part" "$pref.$SRC"
+      mv -f "$pref.$TGT.part" "$pref.$TGT"  # the target file is the marker
+    fi
+  done
+  train_pref=$SUB/train.context$CONTEXT valid_pref=$SUB/valid.context$CONTEXT test_pref=$SUB/test.context$CONTEXT
+fi
+
 # 5. binarize with one joined dictionary (needed by --share-all-embeddings), one per language, or the given ones
 if [ ! -f "$DATA_BIN/recipe.env" ]; then
   rm -rf "$DATA_BIN.tmp" "$DATA_BIN.dict"
@@ -243,10 +294,14 @@ if [ ! -f "$DATA_BIN/recipe.env" ]; then
     [ "$JOINED_DICTIONARY" = 1 ] || dict_args+=(--tgtdict "$DATA_BIN.dict/dict.$TGT.txt")
   fi
   logged "$PREP_DIR/preprocess.log" -- fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
-    --trainpref "$train_pref" --validpref "$SUB/valid" --testpref "$SUB/test" "${dict_args[@]}" \
+    --trainpref "$train_pref" --validpref "$valid_pref" --testpref "$test_pref" "${dict_args[@]}" \
     --destdir "$DATA_BIN.tmp" --workers "$WORKERS" \
     || die "fairseq-preprocess failed: see $PREP_DIR/preprocess.log"
-  { grep -h "replaced (by" "$PREP_DIR/preprocess.log" || true; } | tail -n 6 | sed -E "s/^.*(\[[^]]+\] )/[$STEP] \1/" >&2
+  # the share of tokens fairseq-preprocess replaced by <unk>, per file where it is not 0
+  replaced=$({ grep -h "replaced (by" "$PREP_DIR/preprocess.log" || true; } | tail -n 6 \
+    | sed -E 's/^.*\] ([^:]+): .* ([0-9.]+)% replaced.*$/\1 \2%/' | { grep -v ' 0\.0%$' || true; })
+  if [ -z "$replaced" ]; then log "no token replaced by <unk> (fairseq-preprocess: $PREP_DIR/preprocess.log)"
+  else log "tokens replaced by <unk>: $(echo "$replaced" | paste -sd ';' - | sed 's/;/; /g')"; fi
   rm -rf "$DATA_BIN.dict"
   cp "$SUB"/codes "$SUB"/spm.model "$DATA_BIN.tmp/" 2>/dev/null || true
   cat > "$DATA_BIN.tmp/recipe.env" <<EOF
@@ -256,6 +311,7 @@ PRETOKENIZER=$PRETOKENIZER
 SRC=$SRC
 TGT=$TGT
 CONCAT_PAIRS=$CONCAT_PAIRS
+CONTEXT=$CONTEXT
 EOF
   rm -rf "$DATA_BIN"; mv "$DATA_BIN.tmp" "$DATA_BIN"
 fi
@@ -268,4 +324,5 @@ else
 fi
 concatenated=""
 [ "$CONCAT_PAIRS" -eq 1 ] || concatenated=", $(line_count "$train_pref.$SRC") with the concatenations of $CONCAT_PAIRS"
+[ "$CONTEXT" -eq 0 ] || concatenated=", $(line_count "$train_pref.$SRC") examples with up to $CONTEXT previous sentences"
 log "training pairs: $(line_count "$RAW_DIR/train.$SRC") raw, $(line_count "$PREP_DIR/clean/train.$SRC") after cleaning$concatenated"

@@ -1,0 +1,301 @@
+"""Documents: sentences translated with the sentences before them.
+
+A document-level example joins a sentence with up to ``k`` previous sentences of its own document,
+on both sides, by one separator token (k-to-k; Tiedemann & Scherrer 2017, Junczys-Dowmunt 2019):
+
+    source: s[i-k] <sep> ... <sep> s[i-1] <sep> s[i]
+    target: t[i-k] <sep> ... <sep> t[i-1] <sep> t[i]
+
+In translation the target context is the model's own previous outputs, forced as a prefix of the
+target; what the model writes after the last separator is the translation of ``s[i]``. Sentences
+never take context across a document boundary.
+
+Documents are given by ids, one per sentence (a ``.docids`` file beside a text file, as
+``sacrebleu --echo docid`` prints them for WMT test sets); a document's sentences are consecutive.
+"""
+
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from fairseq.sequence_generator import SequenceGenerator
+
+SEPARATOR = "<sep>"
+
+
+class DocumentError(ValueError):
+    """Document ids that do not describe the text they belong to."""
+
+
+def document_spans(docids: Sequence[str], where: str = "document ids") -> List[Tuple[int, int]]:
+    """The ``[start, end)`` line ranges of the documents, in order. A document id that reappears
+    after another document's is an error (its sentences would not be consecutive)."""
+    spans, seen = [], set()
+    for i, docid in enumerate(docids):
+        if not docid:
+            raise DocumentError(f"{where}: line {i + 1} has an empty document id")
+        if i == 0 or docid != docids[i - 1]:
+            if docid in seen:
+                raise DocumentError(f"{where}: document id {docid!r} at line {i + 1} appeared before, "
+                                    f"and another document lies between (a document's sentences must be consecutive)")
+            seen.add(docid)
+            spans.append((i, i + 1))
+        else:
+            spans[-1] = (spans[-1][0], i + 1)
+    return spans
+
+
+def read_docids(path: str, expected_lines: Optional[int] = None, text: Optional[str] = None) -> List[str]:
+    """The document ids of ``path``, one per line; ``expected_lines`` (the lines of ``text``) must match."""
+    with open(path, encoding="utf-8") as f:
+        docids = [line.strip() for line in f]
+    if expected_lines is not None and len(docids) != expected_lines:
+        raise DocumentError(f"{path} has {len(docids)} document ids, but {text or 'its text'} has "
+                            f"{expected_lines} lines: a .docids file holds one id per line of its text file")
+    document_spans(docids, path)
+    return docids
+
+
+def in_context(sentences: Sequence[str], docids: Sequence[str], k: int, separator: str = SEPARATOR) -> List[str]:
+    """Each sentence joined with up to ``k`` previous sentences of its document (k = 0: as it is)."""
+    out = []
+    for start, end in document_spans(docids):
+        for i in range(start, end):
+            out.append(f" {separator} ".join(sentences[max(start, i - k):i + 1]))
+    return out
+
+
+def last_segment(tokens: List[int], separator_index: int) -> List[int]:
+    """What follows the last separator (all of it when there is none)."""
+    for i in range(len(tokens) - 1, -1, -1):
+        if tokens[i] == separator_index:
+            return tokens[i + 1:]
+    return tokens
+
+
+def _join(segments: Sequence[List[int]], separator_index: int) -> List[int]:
+    out: List[int] = []
+    for segment in segments:
+        if out:
+            out.append(separator_index)
+        out.extend(segment)
+    return out
+
+
+class ContextTranslator:
+    """Translates and scores sentences in context with a fairseq hub interface (``load_translator``).
+
+    ``context`` is the number of previous sentences the model was trained with (``CONTEXT``); 0 is
+    sentence-level translation through the same code. Inputs are raw text: the hub's tokenizer
+    and subword model are applied to each sentence, which are then joined by the separator.
+    """
+
+    def __init__(self, hub, context: int):
+        if context < 0:
+            raise ValueError(f"context must be >= 0, got {context}")
+        self.hub, self.context = hub, context
+        self.src_dict, self.tgt_dict = hub.task.source_dictionary, hub.task.target_dictionary
+        self.separator = {}
+        if context > 0:
+            for side, dictionary in (("source", self.src_dict), ("target", self.tgt_dict)):
+                index = dictionary.index(SEPARATOR)
+                if index == dictionary.unk():
+                    raise DocumentError(f"the model's {side} dictionary has no {SEPARATOR!r}: it was not trained "
+                                        f"on documents (prepare.sh with CONTEXT > 0); use context 0 for it")
+                self.separator[side] = index
+        # the models' own limits: a table of positions (learned, sinusoidal) has an end; RoPE, RPE,
+        # T5's bias, ALiBi and NoPE have none, and any length is translated (the task's
+        # --max-source-positions, fairseq's filter for training data, does not apply here)
+        limits = [m.max_positions() for m in hub.models]
+        self.max_source = min(p[0] if isinstance(p, tuple) else p for p in limits)
+
+    # --- sentences to token ids --------------------------------------------------------------
+    def _pieces(self, sentence: str) -> str:
+        return self.hub.apply_bpe(self.hub.tokenize(sentence))
+
+    def source_ids(self, sentence: str) -> List[int]:
+        return self.src_dict.encode_line(self._pieces(sentence), add_if_not_exist=False,
+                                         append_eos=False).long().tolist()
+
+    def target_ids(self, sentence: str) -> List[int]:
+        return self.tgt_dict.encode_line(self._pieces(sentence), add_if_not_exist=False,
+                                         append_eos=False).long().tolist()
+
+    def tokenized(self, ids: List[int]) -> str:
+        """The text of target ids with the subwords joined, before detokenization (what
+        fairseq-generate --remove-bpe prints)."""
+        return self.hub.remove_bpe(self.tgt_dict.string(torch.tensor(ids, dtype=torch.long)))
+
+    def detokenize(self, ids: List[int]) -> str:
+        return self.hub.detokenize(self.tokenized(ids))
+
+    def _source(self, context: Sequence[List[int]], sentence: List[int], where: str) -> List[int]:
+        context = list(context)[len(context) - self.context:] if self.context else []
+        ids = _join(context + [sentence], self.separator.get("source", -1)) + [self.src_dict.eos()]
+        if len(ids) > self.max_source:
+            raise DocumentError(
+                f"{where}: the source with its context is {len(ids)} tokens, more than the model's "
+                f"{self.max_source} positions (its table of positions ends there). Use a smaller context; an "
+                f"encoding without a table (RoPE, Shaw's RPE, T5's bias, ALiBi, NoPE) takes any length")
+        return ids
+
+    def _prefix(self, context: Sequence[List[int]]) -> List[int]:
+        context = list(context)[len(context) - self.context:] if self.context else []
+        return _join(context, self.separator["target"]) + [self.separator["target"]] if context else []
+
+    # --- translation -------------------------------------------------------------------------
+    def _generator(self, beam: int, lenpen: float, max_len_b: int):
+        """fairseq's beam search. With a forced prefix its first step keeps one hypothesis (the
+        others score -inf), so the beam spreads from the prefix's end as from a first step."""
+        return SequenceGenerator(self.hub.models, self.tgt_dict, beam_size=beam, len_penalty=lenpen,
+                                 max_len_a=0, max_len_b=max_len_b)
+
+    def _collate(self, sources: List[List[int]], targets: Optional[List[List[int]]] = None):
+        from fairseq.data import LanguagePairDataset
+
+        src = [torch.tensor(s, dtype=torch.long) for s in sources]
+        tgt = None if targets is None else [torch.tensor(t, dtype=torch.long) for t in targets]
+        dataset = LanguagePairDataset(src, [len(s) for s in src], self.src_dict, tgt,
+                                      None if tgt is None else [len(t) for t in tgt], self.tgt_dict,
+                                      left_pad_source=self.hub.cfg.task.left_pad_source,
+                                      left_pad_target=self.hub.cfg.task.left_pad_target)
+        sample = dataset.collater([dataset[i] for i in range(len(src))])
+        return _to(sample, self.device)
+
+    @property
+    def device(self):
+        return next(self.hub.models[0].parameters()).device
+
+    def translate_batch(self, items: List[Tuple[List[int], List[int]]], beam: int = 4, lenpen: float = 0.6,
+                        max_len_b: int = 200) -> List[Tuple[List[int], float]]:
+        """Translates (source ids with eos, forced target prefix ids) pairs; returns for each the
+        ids its translation has after the prefix (after the last separator it wrote, without eos)
+        and the hypothesis' score (fairseq's: log-probabilities over (length + 1) ** lenpen, prefix
+        included)."""
+        sample = self._collate([source for source, _ in items])
+        order = sample["id"].tolist()  # the collater sorts the rows by source length
+        longest = max(len(prefix) for _, prefix in items)
+        prefix = None
+        if longest:
+            prefix = torch.full((len(items), longest), self.tgt_dict.pad(), dtype=torch.long)
+            for row, n in enumerate(order):
+                prefix[row, :len(items[n][1])] = torch.tensor(items[n][1], dtype=torch.long)
+            prefix = prefix.to(self.device)
+        generator = self._generator(beam, lenpen, max_len_b + longest)
+        with torch.no_grad():
+            hypos = generator.generate(self.hub.models, sample, prefix_tokens=prefix)
+        out: List[Tuple[List[int], float]] = [([], 0.0)] * len(items)
+        for row, n in enumerate(order):
+            tokens = hypos[row][0]["tokens"].tolist()
+            if tokens and tokens[-1] == self.tgt_dict.eos():
+                tokens = tokens[:-1]
+            tokens = tokens[len(items[n][1]):]
+            tokens = last_segment(tokens, self.separator["target"]) if self.context else tokens
+            out[n] = (tokens, hypos[row][0]["score"].item())
+        return out
+
+    def translate_documents(self, documents: Sequence[Sequence[str]], beam: int = 4, lenpen: float = 0.6,
+                            max_len_b: int = 200, batch_size: int = 32) -> List[List[str]]:
+        """Each document's sentences translated in order, each with up to ``context`` previous
+        source sentences and the model's own previous translations as its target context. The
+        i-th sentences of all documents are translated together, ``batch_size`` at a time.
+        Returns the detokenized translations, document by document."""
+        return [[self.detokenize(ids) for ids, _ in doc]
+                for doc in self.translate_documents_ids(documents, beam, lenpen, max_len_b, batch_size)]
+
+    def translate_documents_ids(self, documents, beam=4, lenpen=0.6, max_len_b=200, batch_size=32):
+        """As translate_documents, but (target ids, score) per sentence."""
+        sources = [[self.source_ids(s) for s in doc] for doc in documents]
+        outputs: List[List[Tuple[List[int], float]]] = [[] for _ in documents]
+        for i in range(max((len(d) for d in documents), default=0)):
+            work = []
+            for d, doc in enumerate(sources):
+                if i < len(doc):
+                    where = f"document {d + 1}, sentence {i + 1}"
+                    work.append((d, self._source(doc[:i], doc[i], where), self._prefix([o for o, _ in outputs[d]])))
+            work.sort(key=lambda w: len(w[1]) + len(w[2]))
+            for b in range(0, len(work), batch_size):
+                chunk = work[b:b + batch_size]
+                for (d, _, _), out in zip(chunk, self.translate_batch([(s, p) for _, s, p in chunk], beam, lenpen,
+                                                                     max_len_b)):
+                    outputs[d].append(out)
+        return outputs
+
+    # --- scoring -----------------------------------------------------------------------------
+    def score(self, items: Sequence[Tuple[Sequence[str], Sequence[str], str, str]],
+              batch_size: int = 32) -> List[float]:
+        """Log-probability (natural log) of each target sentence (its tokens and the end of
+        sentence) given its source and the contexts: items are (source context, target context,
+        source, target), contexts oldest first; only the last ``context`` of them are used."""
+        encoded = []
+        for n, (src_ctx, tgt_ctx, src, tgt) in enumerate(items):
+            src_ctx = [self.source_ids(s) for s in src_ctx if s.strip()]
+            tgt_ctx = [self.target_ids(t) for t in tgt_ctx if t.strip()]
+            where = f"item {n + 1}"
+            prefix = self._prefix(tgt_ctx)
+            encoded.append((self._source(src_ctx, self.source_ids(src), where), prefix,
+                            prefix + self.target_ids(tgt) + [self.tgt_dict.eos()]))
+        scores = [0.0] * len(encoded)
+        order = sorted(range(len(encoded)), key=lambda n: len(encoded[n][2]))
+        for b in range(0, len(order), batch_size):
+            rows = order[b:b + batch_size]
+            sample = self._collate([encoded[n][0] for n in rows], [encoded[n][2] for n in rows])
+            with torch.no_grad():
+                lprobs = _target_log_probs(self.hub.models, sample)
+            for r, i in enumerate(sample["id"].tolist()):  # the collater sorts the rows by source length
+                n = rows[i]
+                start, end = len(encoded[n][1]), len(encoded[n][2])
+                scores[n] = lprobs[r, start:end].sum().item()
+        return scores
+
+
+def _target_log_probs(models, sample) -> torch.Tensor:
+    """(batch, target length) log-probabilities of the sample's target tokens, averaged over an
+    ensemble's probabilities as fairseq's scorer does."""
+    net_input, target = sample["net_input"], sample["target"]
+    total = None
+    for model in models:
+        model.eval()
+        lprobs = model.get_normalized_probs(model(**net_input), log_probs=True)
+        lprobs = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1).float()
+        total = lprobs if total is None else torch.logaddexp(total, lprobs)
+    if len(models) > 1:
+        total = total - math.log(len(models))
+    return total.masked_fill(target.eq(models[0].decoder.dictionary.pad()), 0.0)
+
+
+def _to(sample, device):
+    from fairseq import utils
+
+    return utils.move_to_cuda(sample, device=device) if device.type == "cuda" else sample
+
+
+def contrastive_accuracy(entries: Sequence[Dict], scores: Sequence[float]) -> Dict:
+    """ContraPro's decision rule: an entry is correct when its reference translation scores higher
+    (log-probability) than every one of its contrastive variants. ``scores`` holds, per entry, the
+    reference's score followed by one per ``errors`` item (the order of ContraPro's text files).
+    Returns counts and accuracy overall, by pronoun (``src pronoun:ref pronoun``, lowercased) and
+    by antecedent distance (0, 1, 2, 3, >3)."""
+    need = sum(1 + len(e["errors"]) for e in entries)
+    if len(scores) != need:
+        raise ValueError(f"{len(scores)} scores for {len(entries)} entries with {need} translations")
+
+    def bucket():
+        return {"correct": 0, "total": 0}
+
+    result = {"total": bucket(), "by_pronoun": {}, "by_distance": {}}
+    at = 0
+    for entry in entries:
+        reference, variants = scores[at], scores[at + 1:at + 1 + len(entry["errors"])]
+        at += 1 + len(entry["errors"])
+        correct = all(reference > v for v in variants)
+        distance = entry["ante distance"]
+        distance = ">3" if distance is not None and distance > 3 else str(distance)
+        pronoun = f"{entry['src pronoun'].lower()}:{entry['ref pronoun'].lower()}"
+        for table, key in ((result, "total"), (result["by_pronoun"], pronoun), (result["by_distance"], distance)):
+            table.setdefault(key, bucket())
+            table[key]["total"] += 1
+            table[key]["correct"] += int(correct)
+    for counts in [result["total"], *result["by_pronoun"].values(), *result["by_distance"].values()]:
+        counts["accuracy"] = counts["correct"] / counts["total"]
+    return result
