@@ -18,6 +18,8 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
+from fairseq import utils
+from fairseq.data import LanguagePairDataset
 from fairseq.sequence_generator import SequenceGenerator
 
 SEPARATOR = "<sep>"
@@ -151,8 +153,7 @@ class ContextTranslator:
                                  max_len_a=0, max_len_b=max_len_b)
 
     def _collate(self, sources: List[List[int]], targets: Optional[List[List[int]]] = None):
-        from fairseq.data import LanguagePairDataset
-
+        """fairseq's batch of the given ids (rows sorted by source length; ``sample["id"]`` says whose)."""
         src = [torch.tensor(s, dtype=torch.long) for s in sources]
         tgt = None if targets is None else [torch.tensor(t, dtype=torch.long) for t in targets]
         dataset = LanguagePairDataset(src, [len(s) for s in src], self.src_dict, tgt,
@@ -265,8 +266,6 @@ def _target_log_probs(models, sample) -> torch.Tensor:
 
 
 def _to(sample, device):
-    from fairseq import utils
-
     return utils.move_to_cuda(sample, device=device) if device.type == "cuda" else sample
 
 

@@ -11,7 +11,8 @@ import pytest
 BIN = os.path.dirname(sys.executable)
 COMMANDS = {  # command: module, words its --help must show
     "fairseq-rope-average": ("average", ["--inputs", "--num-update-checkpoints", "--checkpoint-upper-bound", "weights_only"]),
-    "fairseq-rope-prep": ("prep", ["tokenize", "detokenize", "clean", "sgm", "spm-train", "spm-encode", "concat-pairs"]),
+    "fairseq-rope-prep": ("prep", ["tokenize", "detokenize", "clean", "sgm", "spm-train", "spm-encode", "concat-pairs",
+                                   "context"]),
     "fairseq-rope-score": ("score", ["--generate-output", "--ref", "compound-split", "--set", "--extra-file"]),
     "fairseq-rope-results": ("results", ["RESULT.json", "--output"]),
     "fairseq-rope-compare": ("compare", ["--hyp", "--result", "--buckets", "paired bootstrap"]),
@@ -23,6 +24,10 @@ COMMANDS = {  # command: module, words its --help must show
                                                    "--info-json"]),
     "fairseq-rope-checkpoint": ("checkpoint", ["resume", "final-name", "fits", "SAVE_DIR"]),
     "fairseq-rope-progress": ("progress", ["--log", "--stdout", "--total", "--interval", "--verbose", "--max-update"]),
+    "fairseq-rope-doc-translate": ("doc_translate", ["--checkpoint", "--data-bin", "--context", "--input", "--docids",
+                                                     "--output", "--generate-output", "--info-json", "--batch-size"]),
+    "fairseq-rope-contrastive": ("contrastive", ["--json", "--text", "--context-text", "--context-lines", "--scores",
+                                                 "--out-json", "ContraPro"]),
 }
 
 
@@ -39,7 +44,7 @@ def test_command_is_installed_with_complete_help(command):
 
 def test_prep_subcommands_have_their_own_help():
     for sub, flag in (("tokenize", "--lang"), ("clean", "--ratio"), ("sgm", "IN.sgm"), ("spm-train", "--vocab-size"),
-                      ("spm-encode", "--model"), ("concat-pairs", "--order")):
+                      ("spm-encode", "--model"), ("concat-pairs", "--order"), ("context", "--keep-sentences")):
         done = subprocess.run([os.path.join(BIN, "fairseq-rope-prep"), sub, "--help"], capture_output=True, text=True)
         assert done.returncode == 0 and flag in done.stdout, (sub, done.stderr)
 
@@ -110,6 +115,16 @@ def bad_inputs(tmp):
         (["fairseq-rope-progress", "--log", str(tmp / "x.log")], ["no command given"]),
         (["fairseq-rope-progress", "--log", str(tmp / "x.log"), "--total", "0", "--", "true"], ["--total", "got 0"]),
         (["fairseq-rope-progress", "--log", str(tmp / "x.log"), "--", missing], [missing]),
+        (["fairseq-rope-prep", "context", "--src", str(text), "--tgt", str(text), "--docids", str(one), "-k", "1",
+          "--out-src", str(tmp / "o1"), "--out-tgt", str(tmp / "o2")], [str(one), "1 document ids", "2 lines"]),
+        (["fairseq-rope-doc-translate", "--checkpoint", missing, "--data-bin", str(tmp), "--context", "0",
+          "--input", str(text)], ["--checkpoint", missing]),
+        (["fairseq-rope-doc-translate", "--checkpoint", missing, "--data-bin", str(tmp), "--context", "1",
+          "--input", str(text), "--docids", str(one)], [str(one), "1 document ids", "2 lines"]),
+        (["fairseq-rope-contrastive", "--checkpoint", missing, "--data-bin", str(tmp), "--context", "0",
+          "--json", missing, "--text", str(tmp / "t")], ["--json", missing]),
+        (["fairseq-rope-contrastive", "--checkpoint", missing, "--data-bin", str(tmp), "--context", "0",
+          "--json", str(not_json), "--text", str(tmp / "t")], [str(not_json), "not JSON"]),
     ]
 
 

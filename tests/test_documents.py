@@ -59,7 +59,7 @@ def documents_of(raw, split="test"):
 def test_recipe_prints_pronoun_accuracy_by_distance_beside_bleu(run):
     terminal = (run["proc"].stdout + run["proc"].stderr).splitlines()
     assert len(terminal) <= 80 and max(map(len, terminal)) <= 300, "\n".join(terminal)
-    table = (run["work"] / "results.md").read_text()
+    table = (run["work"] / "sample_documents.md").read_text()
     head = table.splitlines()[0]
     for column in ("sacreBLEU", "chrF", "d-BLEU", "s / document", "pronouns right, % (distance 0/1/2/3)"):
         assert column in head, head

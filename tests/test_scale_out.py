@@ -475,6 +475,15 @@ def run_case(case, prepared, uninterrupted, tmp_path):
         return step("evaluate.sh", dict(prepared["env"], SAVE_DIR=str(save), DATA_BIN=str(other),
                                         CHECKPOINT=str(save / "checkpoint_avg_last2.pt"),
                                         EVAL_DIR=str(tmp_path / "eval")), ok=False), dict(dir=tmp_path)
+    if case == "document ids that do not fit their text":
+        bad_raw_corpus(raw, train_docids=b"d1\n" * 60, valid_docids=b"v1\n", test_docids=b"t1\n" * 4)
+        return step("prepare.sh", dict(env, CONTEXT="2"), ok=False), dict(raw=raw)
+    if case == "a document whose sentences are not consecutive":
+        (tmp_path / "test.en").write_text("One.\nTwo.\nThree.\nFour.\n")
+        (tmp_path / "test.docids").write_text("d1\nd2\nd1\nd1\n")
+        return tool(os.path.join(os.path.dirname(sys.executable), "fairseq-rope-doc-translate"), "--checkpoint",
+                    inputs[0], "--data-bin", str(prepared["work"] / "data-bin"), "--context", "1",
+                    "--input", str(tmp_path / "test.en"), "--docids", str(tmp_path / "test.docids")), dict(dir=tmp_path)
     if case == "a directory that cannot be written":
         (tmp_path / "ro").mkdir()
         return in_private_mount("ro", tmp_path / "ro", average, "--inputs", *inputs, "--output",
@@ -488,7 +497,7 @@ def run_case(case, prepared, uninterrupted, tmp_path):
 
 def test_bad_input_table_lists_every_case():
     cases = [case for case, _ in bad_input_rows()]
-    assert len(cases) == 12 and all(messages for _, messages in bad_input_rows())
+    assert len(cases) == 14 and all(messages for _, messages in bad_input_rows())
     assert {"parallel files of unequal length", "a full disk", "an unknown architecture"} <= set(cases)
 
 

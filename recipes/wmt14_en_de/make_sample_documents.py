@@ -93,7 +93,7 @@ def pronoun_sentence(rng):
         (f"It is still {place_en}.", f"{{P}} ist noch {place_de}."),
         (f"Unfortunately it was {adj_en}.", f"Leider war {{p}} {adj_de}."),
         (f"I think it is {adj_en}.", f"Ich glaube, {{p}} ist {adj_de}."),
-        (f"It cost a lot of money.", "{P} kostete viel Geld."),
+        ("It cost a lot of money.", "{P} kostete viel Geld."),
         (f"Yesterday it was {place_en}.", f"Gestern war {{p}} {place_de}."),
     ])
 
@@ -209,9 +209,8 @@ def main(argv=None):
     for lang in ("en", "de"):
         write_lines(os.path.join(args.out_dir, f"pronouns.text.{lang}"), text[lang])
         write_lines(os.path.join(args.out_dir, f"pronouns.context.{lang}"), context[lang])
-    print(f"[make_sample_documents] seed {args.seed}: wrote {args.out_dir}/{{train,valid,test}}.{{en,de,docids}} and "
-          f"the test set's {len(test_entries)} pronouns in ContraPro's format (pronouns.json, pronouns.text.*, "
-          f"pronouns.context.*, {args.context_lines} context lines)", file=sys.stderr)
+    print(f"[make_sample_documents] seed {args.seed}: {args.out_dir}: {{train,valid,test}}.{{en,de,docids}}; the test "
+          f"set's {len(test_entries)} pronouns in ContraPro's format: pronouns.{{json,text.*,context.*}}", file=sys.stderr)
 
 
 if __name__ == "__main__":

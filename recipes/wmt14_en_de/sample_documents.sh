@@ -15,6 +15,8 @@
 #   CONTEXT_KEEP_SENTENCES 0: each training sentence once, with its context (prepare.sh)
 #   SEED_CORPUS 1, TRAIN_DOCUMENTS 3000 (about 22,600 sentences), TEST_DOCUMENTS 120 (about 870
 #   sentences, 300 pronouns), VALID_DOCUMENTS 40
+#   OUT_DIR    $WORK_DIR: where the table ($NAME.md) and, with matplotlib, the plot of pronouns right by
+#              distance ($NAME.png) go; OUT_DIR=docs remakes the committed figures. NAME sample_documents
 # Every knob of sample.sh and run.sh applies (MAX_UPDATE, PARALLEL_RUNS, ...). About 3 minutes per
 # run on 2 CPU cores, two runs at a time: about 25 minutes for the 15 runs of the defaults.
 set -euo pipefail
@@ -34,6 +36,12 @@ for arch in $ARCHS; do
   [[ "$arch" =~ ^[A-Za-z0-9_]+$ ]] || die "ARCHS: '$arch' must be an architecture name (runs are named <arch>_k<K>)"
 done
 
+OUT_DIR=${OUT_DIR:-$WORK_DIR}
+NAME=${NAME:-sample_documents}
+[[ "$NAME" =~ ^[A-Za-z0-9_.-]+$ ]] || die "NAME must be a file name (letters, digits, _ . -), got '$NAME'"
+n_contexts=$(echo $CONTEXTS | wc -w) n_archs=$(echo $ARCHS | wc -w)
+log "$((n_contexts * n_archs)) runs ($n_contexts contexts x $n_archs architectures), ${MAX_UPDATE:-800} updates each, \
+${PARALLEL_RUNS:-2} at a time; a run's progress: its train.log under $WORK_DIR/context<K>/checkpoints"
 RAW=$WORK_DIR/raw
 corpus="seed=$SEED_CORPUS documents=$TRAIN_DOCUMENTS/$VALID_DOCUMENTS/$TEST_DOCUMENTS"
 if done_ok "$RAW" "$corpus"; then
@@ -43,7 +51,7 @@ else
   rm -rf "$RAW"
   "$PYTHON" "$RECIPE_DIR/make_sample_documents.py" --out-dir "$RAW" --seed "$SEED_CORPUS" \
     --train-documents "$TRAIN_DOCUMENTS" --valid-documents "$VALID_DOCUMENTS" --test-documents "$TEST_DOCUMENTS" \
-    2>&1 | tail -n 1 | cut -c1-250 >&2
+    2>&1 | tail -n 1 >&2
   mark_done "$RAW" "$corpus"
 fi
 
@@ -61,6 +69,12 @@ for k in $CONTEXTS; do
     bash "$RECIPE_DIR/sample.sh" 2>&1 | tee "$output" | { grep --line-buffered -E "=== (train|evaluate) |ERROR" || true; } \
     || die "context $k failed: see $output"
 done
-log "=== all contexts ($WORK_DIR/results.md) ==="
-fairseq-rope-results "${results[@]}" --output "$WORK_DIR/results.md"
+mkdir -p "$OUT_DIR"
+log "=== all contexts ($OUT_DIR/$NAME.md) ==="
+fairseq-rope-results "${results[@]}" --output "$OUT_DIR/$NAME.md"
+if "$PYTHON" -c "import matplotlib" 2>/dev/null; then
+  "$PYTHON" "$RECIPE_DIR/plot_documents.py" "${results[@]}" --output "$OUT_DIR/$NAME.png" 2>&1 | tail -n 1 >&2
+else
+  log "no plot: matplotlib is not installed (pip install 'fairseq-rope[plots]')"
+fi
 log "done in $SECONDS s"
