@@ -25,6 +25,7 @@ import os
 import sys
 
 from .common import InputError, add_model_arguments, argument_parser, load_model, read_lines, write_json, write_lines
+from .documents import DocumentError, contrastive_accuracy
 
 PROG = "fairseq-rope-contrastive"
 
@@ -60,7 +61,7 @@ def table(result) -> str:
 
 def main(argv=None):
     args = parse_args(argv)
-    from fairseq_rope.documents import ContextTranslator, DocumentError, contrastive_accuracy
+    from fairseq_rope.documents import ContextTranslator
 
     if not os.path.isfile(args.json):
         raise InputError(PROG, f"--json file not found: {args.json}")

@@ -29,6 +29,7 @@ import sys
 import time
 
 from .common import InputError, add_model_arguments, argument_parser, load_model, read_lines, write_json, write_lines
+from .documents import DocumentError, document_spans, read_docids
 
 PROG = "fairseq-rope-doc-translate"
 
@@ -51,7 +52,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    from fairseq_rope.documents import ContextTranslator, DocumentError, document_spans, read_docids
+    from fairseq_rope.documents import ContextTranslator
 
     if not os.path.isfile(args.input):
         raise InputError(PROG, f"--input file not found: {args.input}")

@@ -60,6 +60,7 @@ import sys
 from functools import lru_cache
 
 from .common import InputError, argument_parser, atomic_output, count_lines, decode_lines, write_lines
+from .documents import SEPARATOR, DocumentError, document_spans, in_context, read_docids
 
 PROG = "fairseq-rope-prep"
 
@@ -213,7 +214,7 @@ def run_clean(args):
     n_src = same_length(args.src, args.tgt)
     if bool(args.docids) != bool(args.out_docids):
         raise InputError(PROG, "--docids and --out-docids go together")
-    docids = read_docids(args.docids, n_src, args.src) if args.docids else None
+    docids = docids_of(args.docids, n_src, args.src) if args.docids else None
     kept, removed, kept_ids = 0, collections.Counter(), []
     with atomic_output(args.out_src) as out_src, atomic_output(args.out_tgt) as out_tgt:
         for i, (s, t) in enumerate(zip(decode_lines(args.src, PROG), decode_lines(args.tgt, PROG))):
@@ -247,8 +248,6 @@ def run_sgm(args):
     if args.docids:
         if None in docids:
             raise InputError(PROG, f"{args.input}: segment {docids.index(None) + 1} is in no <doc docid=...>")
-        from fairseq_rope.documents import DocumentError, document_spans
-
         try:
             document_spans(docids, args.input)
         except DocumentError as error:
@@ -336,25 +335,22 @@ def run_concat_pairs(args):
           f"{note} -> {args.out_src}, {args.out_tgt}", file=sys.stderr)
 
 
-def read_docids(path, n_lines, text):
-    from fairseq_rope.documents import DocumentError, read_docids as read
-
+def docids_of(path, n_lines, text):
+    """The document ids of --docids, or an InputError naming what does not fit."""
     need_file(path, "--docids")
     try:
-        return read(path, n_lines, text)
+        return read_docids(path, n_lines, text)
     except DocumentError as error:
         raise InputError(PROG, str(error)) from None
 
 
 def run_context(args):
-    from fairseq_rope.documents import SEPARATOR, document_spans, in_context
-
     need_file(args.src, "--src")
     need_file(args.tgt, "--tgt")
     if args.k < 1:
         raise InputError(PROG, f"-k must be >= 1 (previous sentences of context), got {args.k}")
     n = same_length(args.src, args.tgt)
-    docids = read_docids(args.docids, n, args.src)
+    docids = docids_of(args.docids, n, args.src)
     sources, targets = list(decode_lines(args.src, PROG)), list(decode_lines(args.tgt, PROG))
     for side, lines in (("--src", sources), ("--tgt", targets)):
         for i, line in enumerate(lines):

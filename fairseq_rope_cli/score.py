@@ -27,6 +27,7 @@ import re
 import sys
 import time
 
+from .documents import DocumentError, document_spans, read_docids
 from .common import InputError, argument_parser, read_lines, write_json, write_lines
 from .prep import detokenize_line, tokenize_line
 
@@ -143,8 +144,6 @@ def main(argv=None):
     if args.docids:
         if not os.path.isfile(args.docids):
             raise InputError(PROG, f"--docids file not found: {args.docids}")
-        from fairseq_rope.documents import DocumentError, document_spans, read_docids
-
         try:
             spans = document_spans(read_docids(args.docids, len(refs), args.ref), args.docids)
         except DocumentError as error:

@@ -18,8 +18,9 @@ import torch
 from conftest import BIN
 from test_recipes import RECIPE, lines, recipe_env, step
 
-from fairseq_rope.documents import (SEPARATOR, ContextTranslator, DocumentError, contrastive_accuracy, document_spans,
-                                    in_context, read_docids)
+from fairseq_rope.documents import ContextTranslator
+from fairseq_rope_cli.documents import (SEPARATOR, DocumentError, contrastive_accuracy, document_spans, in_context,
+                                        read_docids)
 
 CONTEXT = 2
 MODEL = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-ffn-embed-dim 256 "
@@ -28,10 +29,10 @@ MODEL = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """sample_documents.sh for RoPE with context 2 on 300 generated documents: a small model, 300 updates."""
+    """sample_documents.sh for RoPE with context 2 on 200 generated documents: a small model, 250 updates."""
     work = tmp_path_factory.mktemp("documents")
-    env = recipe_env(work, CONTEXTS=str(CONTEXT), ARCHS="rope_transformer", TRAIN_DOCUMENTS=300, VALID_DOCUMENTS=8,
-                     TEST_DOCUMENTS=16, BPE_MERGES=300, MODEL_ARGS=MODEL, MAX_UPDATE=300, LR=5e-3, WARMUP_UPDATES=50,
+    env = recipe_env(work, CONTEXTS=str(CONTEXT), ARCHS="rope_transformer", TRAIN_DOCUMENTS=200, VALID_DOCUMENTS=8,
+                     TEST_DOCUMENTS=16, BPE_MERGES=300, MODEL_ARGS=MODEL, MAX_UPDATE=250, LR=5e-3, WARMUP_UPDATES=50,
                      DROPOUT=0, TOKENS_PER_UPDATE=1000, MAX_TOKENS_PER_GPU=1000, SAVE_INTERVAL_UPDATES=20, LOG_INTERVAL=100)
     proc = step("sample_documents.sh", env, timeout=900)
     name = f"rope_transformer_k{CONTEXT}"

@@ -122,7 +122,7 @@ def test_terminal_shows_progress_and_every_log_is_complete(recipe):
         assert any(re.search(r"\[evaluate\] sentences 16/16 \(100%\), [\d.]+ sentences/s", line) for line in mine), mine
         save, eval_dir = work / "checkpoints" / arch, work / "eval" / arch
         assert any(f"log: {save}/train.log" in line for line in mine)
-        assert any(f"{eval_dir}/generate.log" in line for line in mine)
+        assert any(f"{eval_dir}/{{generate.out,generate.log}}" in line for line in mine)
         log = (save / "train.log").read_text()
         updates = [int(n) for n in re.findall(r'\| train_inner \| .*"num_updates": "(\d+)"', log)]
         assert updates == [1, 2, 3, 4], updates  # LOG_INTERVAL=1: every update, in order

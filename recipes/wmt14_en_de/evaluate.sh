@@ -141,7 +141,7 @@ elif [ "$BACKEND" = ctranslate2 ]; then
     --threads "$CT2_THREADS" --batch-size "$CT2_BATCH_SIZE" --info-json "$GEN.info.json"
   tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 else
-  log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $GEN (log: $EVAL_DIR/generate.log)"
+  log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $EVAL_DIR/{generate.out,generate.log}"
   overrides=()
   [ -z "$MODEL_OVERRIDES" ] || overrides=(--model-overrides "$MODEL_OVERRIDES")
   if ! logged "$EVAL_DIR/generate.log" --stdout "$GEN" --total "$(line_count "$REF")" -- \

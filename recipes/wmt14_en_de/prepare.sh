@@ -156,7 +156,7 @@ fi
 echo "$SETTINGS" > "$PREP_DIR/.settings"
 log "raw text: $RAW_DIR; intermediate files: $PREP_DIR; binaries: $DATA_BIN"
 
-# 1. normalize punctuation + tokenize (Moses rules via sacremoses, in parallel), or (PRETOKENIZER=none) as it is
+# 2. normalize punctuation + tokenize (Moses rules via sacremoses, in parallel), or (PRETOKENIZER=none) as it is
 mkdir -p "$PREP_DIR/tok"
 if [ "$PRETOKENIZER" = moses ]; then
   log "tokenizing $RAW_DIR/{train,valid,test}.{$SRC,$TGT} -> $PREP_DIR/tok ($WORKERS workers)"
@@ -170,13 +170,15 @@ for split in train valid test; do
     if [ "$PRETOKENIZER" = moses ]; then
       quietly "$PREP_DIR/prepare.log" fairseq-rope-prep tokenize --lang "$lang" -i "$RAW_DIR/$split.$lang" -o "$out" \
         --workers "$WORKERS"
+      # empty lines are kept (so that test lines stay aligned with their references) and said here
+      { tail -n 1 "$PREP_DIR/prepare.log" | grep "empty, kept" | sed "s/^\[[^]]*\] ([a-z]*) /[$STEP] /" >&2; } || true
     else
       cp "$RAW_DIR/$split.$lang" "$out.tmp" && mv -f "$out.tmp" "$out"
     fi
   done
 done
 
-# 2. clean the training pairs (length 1-250 tokens, ratio 1.5, as Moses clean-corpus-n)
+# 3. clean the training pairs (length 1-250 tokens, ratio 1.5, as Moses clean-corpus-n)
 mkdir -p "$PREP_DIR/clean"
 if [ ! -f "$PREP_DIR/clean/train.$TGT" ]; then
   log "cleaning training pairs -> $PREP_DIR/clean/train.{$SRC,$TGT} (what was removed: $PREP_DIR/prepare.log)"
@@ -185,12 +187,13 @@ if [ ! -f "$PREP_DIR/clean/train.$TGT" ]; then
   quietly "$PREP_DIR/prepare.log" fairseq-rope-prep clean --src "$PREP_DIR/tok/train.$SRC" --tgt "$PREP_DIR/tok/train.$TGT" \
     --out-src "$PREP_DIR/clean/train.$SRC.part" --out-tgt "$PREP_DIR/clean/train.$TGT.part" \
     --min "$CLEAN_MIN" --max "$CLEAN_MAX" --ratio "$CLEAN_RATIO" "${docids[@]}"
+  tail -n 1 "$PREP_DIR/prepare.log" | sed -n "s/^.*: \(kept [0-9]* of [0-9]* pairs.*\) -> .*$/[$STEP] \1/p" >&2
   mv -f "$PREP_DIR/clean/train.$SRC.part" "$PREP_DIR/clean/train.$SRC"
   mv -f "$PREP_DIR/clean/train.$TGT.part" "$PREP_DIR/clean/train.$TGT"  # the target file is the marker
 fi
 check_parallel "$PREP_DIR/clean/train"
 
-# 3. joint subword model, learned on the cleaned training text of both languages
+# 4. joint subword model, learned on the cleaned training text of both languages
 SUB=$PREP_DIR/$TOKENIZER
 mkdir -p "$SUB"
 input_of() { [ "$1" = train ] && echo "$PREP_DIR/clean/train.$2" || echo "$PREP_DIR/tok/$1.$2"; }
@@ -241,7 +244,7 @@ else
 fi
 for split in train valid test; do check_parallel "$SUB/$split"; done
 
-# 4. (CONCAT_PAIRS=K) the training pairs and concatenations of K of them
+# 5. (CONCAT_PAIRS=K) the training pairs and concatenations of K of them
 train_pref=$SUB/train
 if [ "$CONCAT_PAIRS" -gt 1 ]; then
   train_pref=$SUB/train.concat$CONCAT_PAIRS
@@ -255,7 +258,7 @@ if [ "$CONCAT_PAIRS" -gt 1 ]; then
   fi
 fi
 
-# 4b. (CONTEXT=K) every pair with up to K previous pairs of its document, train, valid and test
+# 5b. (CONTEXT=K) every pair with up to K previous pairs of its document, train, valid and test
 valid_pref=$SUB/valid test_pref=$SUB/test
 if [ "$CONTEXT" -gt 0 ]; then
   log "joining every pair with up to $CONTEXT previous pairs of its document -> $SUB/{train,valid,test}.context$CONTEXT.*"
@@ -274,7 +277,7 @@ if [ "$CONTEXT" -gt 0 ]; then
   train_pref=$SUB/train.context$CONTEXT valid_pref=$SUB/valid.context$CONTEXT test_pref=$SUB/test.context$CONTEXT
 fi
 
-# 5. binarize with one joined dictionary (needed by --share-all-embeddings), one per language, or the given ones
+# 6. binarize with one joined dictionary (needed by --share-all-embeddings), one per language, or the given ones
 if [ ! -f "$DATA_BIN/recipe.env" ]; then
   rm -rf "$DATA_BIN.tmp" "$DATA_BIN.dict"
   dict_args=()
@@ -299,7 +302,7 @@ if [ ! -f "$DATA_BIN/recipe.env" ]; then
     || die "fairseq-preprocess failed: see $PREP_DIR/preprocess.log"
   # the share of tokens fairseq-preprocess replaced by <unk>, per file where it is not 0
   replaced=$({ grep -h "replaced (by" "$PREP_DIR/preprocess.log" || true; } | tail -n 6 \
-    | sed -E 's/^.*\] ([^:]+): .* ([0-9.]+)% replaced.*$/\1 \2%/' | { grep -v ' 0\.0%$' || true; })
+    | sed -E 's/^.*\] (.*\/)?([^/:]+): .* ([0-9.]+)% replaced.*$/\2 \3%/' | { grep -v ' 0\.0%$' || true; })
   if [ -z "$replaced" ]; then log "no token replaced by <unk> (fairseq-preprocess: $PREP_DIR/preprocess.log)"
   else log "tokens replaced by <unk>: $(echo "$replaced" | paste -sd ';' - | sed 's/;/; /g')"; fi
   rm -rf "$DATA_BIN.dict"
