@@ -3,7 +3,7 @@
     fairseq-rope-results RESULT.json [RESULT.json ...] [--output table.md]
 
 Rows keep the order of the arguments. Columns: run, architecture, tokenized compound-split
-BLEU (the paper's convention), sacreBLEU, sentences, checkpoint; the sacreBLEU signatures and
+BLEU (fairseq's convention), sacreBLEU, sentences, checkpoint; the sacreBLEU signatures and
 test sets are listed under the table (one line if they are all equal). Results of documents
 (fairseq-rope-score --docids) add chrF, d-BLEU and seconds per document; results with a
 contrastive pronoun test (a "contrastive" field, fairseq-rope-contrastive --out-json) add the

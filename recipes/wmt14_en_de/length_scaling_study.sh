@@ -161,12 +161,18 @@ length_note="Training sources in BPE tokens + EOS: $(percentiles "$WORK_DIR/prep
 [ "$CONCAT_PAIRS" -gt 1 ] && length_note+="; with the concatenations: $(percentiles "$(ls "$CONCAT_DIR"/prep/bpe/train.concat*."$SRC" | head -n 1)")"
 length_note+=". --rope-scaling auto's L is the longest: a sentence gets YaRN only beyond it."
 log "$length_note"
+models_note=""
+[ "$RANDOM_POSITIONS" -eq 0 ] || models_note="rope_random: trained with --rope-random-positions $RANDOM_POSITIONS; "
+[ "$CONCAT_PAIRS" -le 1 ] || models_note+="*_concat: trained on the same pairs plus concatenations of $CONCAT_PAIRS pairs (sources up to $((CONCAT_PAIRS * MAX_TRAIN_WORDS)) words); "
+models_note+="yarn's L = the model's longest training source in tokens + EOS ($(longest_of "$WORK_DIR") tokens"
+[ "$CONCAT_PAIRS" -le 1 ] || models_note+="; with the concatenations: $(longest_of "$CONCAT_DIR") tokens"
+models_note+="); auto: L recorded in the checkpoint."
 cd "$REPO_ROOT"
 fairseq-rope-compare --src "$WORK_DIR/raw/test.$SRC" --ref "$WORK_DIR/raw/test.$TGT" "${results[@]}" --buckets "$BUCKETS" \
   --train-max-words "$MAX_TRAIN_WORDS" --title "Length generalisation: trained on sources of at most $MAX_TRAIN_WORDS words" \
   --note "Settings chosen on a validation set of seed $VALID_SEED (length_scaling_validation.md); test set of seed $TEST_SEED translated once per chosen setting." \
   --note "$length_note" \
-  --note "rope_random: trained with --rope-random-positions $RANDOM_POSITIONS; *_concat: trained on the same pairs plus concatenations of $CONCAT_PAIRS pairs (sources up to $((CONCAT_PAIRS * MAX_TRAIN_WORDS)) words); yarn's L = the model's longest training source in tokens + EOS ($(longest_of "$WORK_DIR") tokens; concatenated data: twice or more); auto: L recorded in the checkpoint." \
+  --note "$models_note" \
   --out-md "$OUT_DIR/length_scaling_study.md" --out-png "$OUT_DIR/length_scaling_study.png" \
   --out-json "$WORK_DIR/length_scaling_study.json"
 log "done in $((SECONDS - start)) s: $OUT_DIR/length_scaling_study.md"
