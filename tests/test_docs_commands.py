@@ -32,6 +32,24 @@ FAIRSEQ_PARSERS = {"fairseq-train": options.get_training_parser, "fairseq-genera
 NOT_CHECKED = {".", "cd", "pip", "git", "sacrebleu", "export", "ls", "cat"}  # other tools' commands
 
 
+def split_commands(line):
+    """The commands of a shell line: split at &&, ||, ; and | outside quotes."""
+    parts, current, quote, i = [], "", None, 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif line.startswith(("&&", "||"), i) or c in ";|":
+            parts.append(current.strip())
+            current, i = "", i + (2 if line.startswith(("&&", "||"), i) else 1)
+            continue
+        current += c
+        i += 1
+    return [part for part in parts + [current.strip()] if part]
+
+
 def shown_commands():
     """(page:line, env, words) of every command in the pages' ```bash blocks, continuation lines joined."""
     found = []
@@ -47,7 +65,7 @@ def shown_commands():
                 pending += line[:-1] + " " if line.endswith("\\") else line
                 if line.endswith("\\"):
                     continue
-                for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", pending.split(" > ")[0]):
+                for part in split_commands(pending.split(" > ")[0]):
                     # ("..." elides the rest of a command; a subshell's parentheses are not part of it)
                     words = [w for w in shlex.split(part.strip("() "), comments=True) if w != "..."]
                     env = {}
