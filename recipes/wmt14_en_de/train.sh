@@ -76,7 +76,7 @@ for v in TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU SAVE_INTERVAL_UPDATES KEEP_INTERVA
   need_int "$v" "${!v}" 1
 done
 [ "$PRECISION" != bf16 ] || die "PRECISION=bf16 is not supported: fairseq 0.12's --bf16 also sets its TPU flag \
-and fairseq-train then crashes on GPUs and CPUs for every model; use PRECISION=fp16 or PRECISION=amp"
+and fairseq-train then crashes on GPUs for every model; use PRECISION=fp16 or PRECISION=amp"
 one_of PRECISION "$PRECISION" auto fp16 amp fp32
 one_of LOG_FORMAT "$LOG_FORMAT" json simple tqdm none
 one_of LAUNCHER "$LAUNCHER" auto torchrun
