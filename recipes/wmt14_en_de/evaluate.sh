@@ -84,7 +84,7 @@ PRETOKENIZER=${PRETOKENIZER:-moses}  # (data-bins made before PRETOKENIZER exist
 REF=${REF:-$(env_of RAW_DIR)/$GEN_SUBSET.$TGT}
 need_file "$REF" "raw reference REF"
 if [ -z "${TEST_SET:-}" ]; then
-  case $(env_of RAW_DIR) in "$WORK_DIR/raw") TEST_SET="newstest2014 full (sacrebleu wmt14/full, en-de, 3003 sentences)" ;;
+  case $(env_of RAW_DIR) in "$(cd "$WORK_DIR" 2>/dev/null && pwd)/raw") TEST_SET="newstest2014 full (sacrebleu wmt14/full, en-de, 3003 sentences)" ;;
     *) TEST_SET="$REF" ;; esac
 fi
 remove_bpe=$([ "$TOKENIZER" = spm ] && echo sentencepiece || echo "@@ ")
