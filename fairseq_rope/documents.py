@@ -81,9 +81,12 @@ class ContextTranslator:
     def detokenize(self, ids: List[int]) -> str:
         return self.hub.detokenize(self.tokenized(ids))
 
+    def _last(self, context: Sequence[List[int]]) -> List[List[int]]:
+        """The last ``context`` of the given sentences (none for a sentence-level model)."""
+        return list(context)[len(context) - self.context:] if self.context else []
+
     def _source(self, context: Sequence[List[int]], sentence: List[int], where: str) -> List[int]:
-        context = list(context)[len(context) - self.context:] if self.context else []
-        ids = _join(context + [sentence], self.separator.get("source", -1)) + [self.src_dict.eos()]
+        ids = _join(self._last(context) + [sentence], self.separator.get("source", -1)) + [self.src_dict.eos()]
         if len(ids) > self.max_source:
             raise DocumentError(
                 f"{where}: the source with its context is {len(ids)} tokens, more than the model's "
@@ -92,7 +95,7 @@ class ContextTranslator:
         return ids
 
     def _prefix(self, context: Sequence[List[int]]) -> List[int]:
-        context = list(context)[len(context) - self.context:] if self.context else []
+        context = self._last(context)
         return _join(context, self.separator["target"]) + [self.separator["target"]] if context else []
 
     # --- translation -------------------------------------------------------------------------

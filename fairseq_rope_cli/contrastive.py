@@ -25,7 +25,7 @@ import os
 import sys
 
 from .common import InputError, add_model_arguments, argument_parser, load_model, read_lines, write_json, write_lines
-from .documents import DocumentError, contrastive_accuracy
+from .documents import DocumentError, contrastive_accuracy, distance_order
 
 PROG = "fairseq-rope-contrastive"
 
@@ -52,7 +52,7 @@ def table(result) -> str:
         return f"  {name:<10} {c['correct']:>6} / {c['total']:<6} {100 * c['accuracy']:6.1f}%"
 
     lines = [row("all", result["total"]), "by antecedent distance:"]
-    order = sorted(result["by_distance"], key=lambda d: (d == ">3", d))
+    order = distance_order(result["by_distance"])
     lines += [row(d, result["by_distance"][d]) for d in order]
     lines.append("by pronoun (source:reference):")
     lines += [row(p, result["by_pronoun"][p]) for p in sorted(result["by_pronoun"])]

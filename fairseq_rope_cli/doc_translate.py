@@ -29,7 +29,7 @@ import sys
 import time
 
 from .common import InputError, add_model_arguments, argument_parser, load_model, read_lines, write_json, write_lines
-from .documents import DocumentError, document_spans, read_docids
+from .documents import DocumentError, documents_argument
 
 PROG = "fairseq-rope-doc-translate"
 
@@ -58,12 +58,7 @@ def main(argv=None):
         raise InputError(PROG, f"--input file not found: {args.input}")
     lines = read_lines(args.input, PROG)
     if args.docids:
-        if not os.path.isfile(args.docids):
-            raise InputError(PROG, f"--docids file not found: {args.docids}")
-        try:
-            spans = document_spans(read_docids(args.docids, len(lines), args.input), args.docids)
-        except DocumentError as error:
-            raise InputError(PROG, str(error)) from None
+        _, spans = documents_argument(PROG, "--docids", args.docids, len(lines), args.input)
     elif args.context > 0:
         raise InputError(PROG, f"--context {args.context} needs --docids (which lines form a document)")
     else:

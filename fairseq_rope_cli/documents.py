@@ -39,24 +39,47 @@ def document_spans(docids: Sequence[str], where: str = "document ids") -> List[T
     return spans
 
 
-def read_docids(path: str, expected_lines: Optional[int] = None, text: Optional[str] = None) -> List[str]:
-    """The document ids of ``path``, one per line; ``expected_lines`` (the lines of ``text``) must match."""
+def read_documents(path: str, expected_lines: Optional[int] = None,
+                   text: Optional[str] = None) -> Tuple[List[str], List[Tuple[int, int]]]:
+    """The document ids of ``path``, one per line, and their documents' spans (document_spans);
+    ``expected_lines`` (the lines of ``text``) must match."""
     with open(path, encoding="utf-8") as f:
         docids = [line.strip() for line in f]
     if expected_lines is not None and len(docids) != expected_lines:
         raise DocumentError(f"{path} has {len(docids)} document ids, but {text or 'its text'} has "
                             f"{expected_lines} lines: a .docids file holds one id per line of its text file")
-    document_spans(docids, path)
-    return docids
+    return docids, document_spans(docids, path)
 
 
-def in_context(sentences: Sequence[str], docids: Sequence[str], k: int, separator: str = SEPARATOR) -> List[str]:
-    """Each sentence joined with up to ``k`` previous sentences of its document (k = 0: as it is)."""
+def documents_argument(prog: str, flag: str, path: str, expected_lines: int, text: str):
+    """read_documents for a command's ``flag``: a missing file or ids that do not fit ``text`` are an
+    InputError of ``prog`` naming them."""
+    import os
+
+    from .common import InputError
+
+    if not os.path.isfile(path):
+        raise InputError(prog, f"{flag} file not found: {path}")
+    try:
+        return read_documents(path, expected_lines, text)
+    except DocumentError as error:
+        raise InputError(prog, str(error)) from None
+
+
+def in_context(sentences: Sequence[str], spans: Sequence[Tuple[int, int]], k: int,
+               separator: str = SEPARATOR) -> List[str]:
+    """Each sentence joined with up to ``k`` previous sentences of its document (``spans``, as
+    document_spans gives them; k = 0: as it is)."""
     out = []
-    for start, end in document_spans(docids):
+    for start, end in spans:
         for i in range(start, end):
             out.append(f" {separator} ".join(sentences[max(start, i - k):i + 1]))
     return out
+
+
+def distance_order(distances):
+    """Antecedent distances as contrastive_accuracy names them ("0", "1", ..., ">3"), in order."""
+    return sorted(distances, key=lambda d: (d == ">3", d))
 
 
 def contrastive_accuracy(entries: Sequence[Dict], scores: Sequence[float]) -> Dict:

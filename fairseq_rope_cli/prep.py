@@ -60,7 +60,7 @@ import sys
 from functools import lru_cache
 
 from .common import InputError, argument_parser, atomic_output, count_lines, decode_lines, write_lines
-from .documents import SEPARATOR, DocumentError, document_spans, in_context, read_docids
+from .documents import SEPARATOR, DocumentError, document_spans, documents_argument, in_context
 
 PROG = "fairseq-rope-prep"
 
@@ -214,7 +214,7 @@ def run_clean(args):
     n_src = same_length(args.src, args.tgt)
     if bool(args.docids) != bool(args.out_docids):
         raise InputError(PROG, "--docids and --out-docids go together")
-    docids = docids_of(args.docids, n_src, args.src) if args.docids else None
+    docids = documents_argument(PROG, "--docids", args.docids, n_src, args.src)[0] if args.docids else None
     kept, removed, kept_ids = 0, collections.Counter(), []
     with atomic_output(args.out_src) as out_src, atomic_output(args.out_tgt) as out_tgt:
         for i, (s, t) in enumerate(zip(decode_lines(args.src, PROG), decode_lines(args.tgt, PROG))):
@@ -335,29 +335,19 @@ def run_concat_pairs(args):
           f"{note} -> {args.out_src}, {args.out_tgt}", file=sys.stderr)
 
 
-def docids_of(path, n_lines, text):
-    """The document ids of --docids, or an InputError naming what does not fit."""
-    need_file(path, "--docids")
-    try:
-        return read_docids(path, n_lines, text)
-    except DocumentError as error:
-        raise InputError(PROG, str(error)) from None
-
-
 def run_context(args):
     need_file(args.src, "--src")
     need_file(args.tgt, "--tgt")
     if args.k < 1:
         raise InputError(PROG, f"-k must be >= 1 (previous sentences of context), got {args.k}")
     n = same_length(args.src, args.tgt)
-    docids = docids_of(args.docids, n, args.src)
+    _, spans = documents_argument(PROG, "--docids", args.docids, n, args.src)
     sources, targets = list(decode_lines(args.src, PROG)), list(decode_lines(args.tgt, PROG))
     for side, lines in (("--src", sources), ("--tgt", targets)):
         for i, line in enumerate(lines):
             if SEPARATOR in line.split():
                 raise InputError(PROG, f"{side} line {i + 1} holds the separator token {SEPARATOR!r} itself")
-    src_out, tgt_out = in_context(sources, docids, args.k), in_context(targets, docids, args.k)
-    spans = document_spans(docids)
+    src_out, tgt_out = in_context(sources, spans, args.k), in_context(targets, spans, args.k)
     firsts = {start for start, _ in spans}
     if args.keep_sentences:
         src_out += [s for i, s in enumerate(sources) if i not in firsts]

@@ -15,6 +15,7 @@ import os
 import sys
 
 from .common import InputError, argument_parser, atomic_output
+from .documents import distance_order
 
 PROG = "fairseq-rope-results"
 
@@ -31,7 +32,7 @@ def short_path(path):
 def pronoun_accuracy(contrastive) -> str:
     """``all (d=0 / 1 / 2 / 3 / >3)`` accuracies in percent, from fairseq-rope-contrastive's counts."""
     by = contrastive["by_distance"]
-    order = sorted(by, key=lambda d: (d == ">3", d))
+    order = distance_order(by)
     parts = " / ".join(f"{100 * by[d]['accuracy']:.0f}" for d in order)
     return f"{100 * contrastive['total']['accuracy']:.1f} ({parts})"
 
@@ -45,7 +46,7 @@ def render(results):
         head += ["chrF", "d-BLEU", "s / document"]
         align += ["---:"] * 3
     if pronouns:
-        distances = "/".join(sorted(pronouns["by_distance"], key=lambda d: (d == ">3", d)))
+        distances = "/".join(distance_order(pronouns["by_distance"]))
         head.append(f"pronouns right, % (distance {distances})")
         align.append("---:")
     head += ["Sentences", "Checkpoint"]

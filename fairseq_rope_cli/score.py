@@ -27,7 +27,7 @@ import re
 import sys
 import time
 
-from .documents import DocumentError, document_spans, read_docids
+from .documents import documents_argument
 from .common import InputError, argument_parser, read_lines, write_json, write_lines
 from .prep import detokenize_line, tokenize_line
 
@@ -142,12 +142,7 @@ def main(argv=None):
     chrf = sacrebleu.metrics.CHRF().corpus_score(hyps_detok, [refs])
     documents = {}
     if args.docids:
-        if not os.path.isfile(args.docids):
-            raise InputError(PROG, f"--docids file not found: {args.docids}")
-        try:
-            spans = document_spans(read_docids(args.docids, len(refs), args.ref), args.docids)
-        except DocumentError as error:
-            raise InputError(PROG, str(error)) from None
+        _, spans = documents_argument(PROG, "--docids", args.docids, len(refs), args.ref)
         doc_bleu = sacrebleu.metrics.BLEU().corpus_score([" ".join(hyps_detok[a:b]) for a, b in spans],
                                                          [[" ".join(refs[a:b]) for a, b in spans]])
         documents = {"document_bleu": round(doc_bleu.score, 2), "n_documents": len(spans),

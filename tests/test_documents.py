@@ -20,7 +20,7 @@ from test_recipes import RECIPE, lines, recipe_env, step
 
 from fairseq_rope.documents import ContextTranslator
 from fairseq_rope_cli.documents import (SEPARATOR, DocumentError, contrastive_accuracy, document_spans, in_context,
-                                        read_docids)
+                                        read_documents)
 
 CONTEXT = 2
 MODEL = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-ffn-embed-dim 256 "
@@ -130,10 +130,10 @@ def test_a_forced_prefix_leaves_the_beam_its_distinct_hypotheses(translator, run
 
 
 def test_sentences_in_context_of_their_own_document_only():
-    assert in_context(["a", "b", "c", "d", "e"], ["x", "x", "x", "y", "y"], 1) == \
+    assert in_context(["a", "b", "c", "d", "e"], document_spans(["x", "x", "x", "y", "y"]), 1) == \
         ["a", f"a {SEPARATOR} b", f"b {SEPARATOR} c", "d", f"d {SEPARATOR} e"]
-    assert in_context(["a", "b", "c"], ["x", "x", "x"], 5) == ["a", f"a {SEPARATOR} b", f"a {SEPARATOR} b {SEPARATOR} c"]
-    assert in_context(["a", "b"], ["x", "y"], 0) == ["a", "b"]
+    assert in_context(["a", "b", "c"], document_spans(["x", "x", "x"]), 5) == ["a", f"a {SEPARATOR} b", f"a {SEPARATOR} b {SEPARATOR} c"]
+    assert in_context(["a", "b"], document_spans(["x", "y"]), 0) == ["a", "b"]
 
 
 # --------------------------------------------------------------------------- the pronoun test
@@ -207,7 +207,7 @@ def test_contrastive_scores_are_the_log_probabilities_of_the_sentence_in_context
 def test_document_ids_that_do_not_fit_their_text_are_named(tmp_path):
     (tmp_path / "a.docids").write_text("d1\nd1\nd2\n")
     with pytest.raises(DocumentError, match=r"a.docids has 3 document ids, but a.en has 4 lines"):
-        read_docids(str(tmp_path / "a.docids"), 4, "a.en")
+        read_documents(str(tmp_path / "a.docids"), 4, "a.en")
     with pytest.raises(DocumentError, match=r"document id 'd1' at line 4 appeared before"):
         document_spans(["d1", "d1", "d2", "d1"], "b.docids")
     for name, text in (("src", "a\nb\nc\nd\n"), ("tgt", "A\nB\nC\nD\n"), ("ids", "x\ny\nx\nx\n")):

@@ -95,6 +95,8 @@ if [ -n "$DOCIDS" ]; then
   [ "$BACKEND" = fairseq ] || die "documents (CONTEXT=$CONTEXT, DOCIDS=$DOCIDS) are translated with BACKEND=fairseq only"
   need_cmd fairseq-rope-doc-translate "$ROPE_HINT"
 fi
+# without_info: stderr of the document commands without fairseq's INFO lines and warnings (on stderr)
+without_info() { grep -v "^INFO:\|Warning\|warnings.warn" >&2 || true; }
 subword_args=()  # the subword model the text of documents and of the pronoun test is split with
 if [ -f "$DATA_BIN/codes" ]; then subword_args=(--bpe-codes "$DATA_BIN/codes")
 elif [ -f "$DATA_BIN/spm.model" ]; then subword_args=(--sentencepiece-model "$DATA_BIN/spm.model"); fi
@@ -133,7 +135,7 @@ elif [ -n "$DOCIDS" ]; then
   log "translating the documents of $(env_of RAW_DIR)/$GEN_SUBSET.$SRC ($DOCIDS), context $CONTEXT, beam $BEAM -> $GEN"
   fairseq-rope-doc-translate "${model_args[@]}" --input "$(env_of RAW_DIR)/$GEN_SUBSET.$SRC" --docids "$DOCIDS" \
     --beam "$BEAM" --lenpen "$LENPEN" --output "$EVAL_DIR/hyps.documents.$TGT" --generate-output "$GEN" \
-    --info-json "$GEN.info.json" 2> >(grep -v "^INFO:\|Warning\|warnings.warn" >&2)
+    --info-json "$GEN.info.json" 2> >(without_info)
 elif [ "$BACKEND" = ctranslate2 ]; then
   log "translating $GEN_SUBSET with CTranslate2 ($CT2_DIR, $CT2_DEVICE, beam $BEAM, lenpen $LENPEN) -> $GEN"
   run_to "$GEN" fairseq-rope-ct2-generate "$CT2_DIR" --data-bin "$DATA_BIN" --gen-subset "$GEN_SUBSET" \
@@ -171,7 +173,7 @@ if [ -n "$CONTRASTIVE_JSON" ]; then
       --context-lines "$CONTRASTIVE_CONTEXT_LINES")
     fairseq-rope-contrastive "${model_args[@]}" --json "$CONTRASTIVE_JSON" --text "$CONTRASTIVE_TEXT" \
       "${context_files[@]}" --source-lang "$SRC" --target-lang "$TGT" --scores "$EVAL_DIR/contrastive.scores" \
-      --out-json "$out" 2> >(grep -v "^INFO:\|Warning\|warnings.warn" >&2)
+      --out-json "$out" 2> >(without_info)
     echo "$settings" > "$out.settings.tmp" && mv -f "$out.settings.tmp" "$out.settings"
   fi
   fields+=(--extra-file "$out")

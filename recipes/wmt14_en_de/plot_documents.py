@@ -13,6 +13,7 @@ import os
 import sys
 
 from fairseq_rope_cli.common import save_figure
+from fairseq_rope_cli.documents import distance_order
 
 
 def main(argv=None):
@@ -43,7 +44,7 @@ def main(argv=None):
             c = r["contrastive"]
             if c["context"] != k:
                 continue
-            distances = sorted(c["by_distance"], key=lambda d: (d == ">3", d))
+            distances = distance_order(c["by_distance"])
             ax.plot(distances, [100 * c["by_distance"][d]["accuracy"] for d in distances], marker="o",
                     label=r["arch"])
         ax.axhline(100 / 3, color="grey", linestyle=":", linewidth=1)
