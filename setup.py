@@ -7,7 +7,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="MIT",
-    packages=find_packages(include=["fairseq_rope", "fairseq_rope.*", "fairseq_rope_cli", "fairseq_rope_cli.*"]),
+    packages=find_packages(include=["fairseq_rope", "fairseq_rope.*", "fairseq_rope_cli", "fairseq_rope_cli.*",
+                                    "fairseq_rope_text", "fairseq_rope_text.*"]),
     python_requires=">=3.10,<3.14",
     install_requires=[
         # fairseq's main branch with the dataclass fix for Python 3.11+, public source;

@@ -5,7 +5,8 @@ Importing the package registers the ``rope_transformer`` model and its architect
 baselines it is measured against (``rpe_transformer``: Shaw's relative positions, ``t5bias_transformer``:
 T5's relative bias, ``alibi_transformer``: ALiBi, ``nope_transformer``: no positions, each in fairseq's
 sizes), the
-``translation_resumable`` task (translation whose interrupted runs resume exactly), and
+``translation_resumable`` task (translation whose interrupted runs resume exactly), ``--bpe recorded``
+(the preprocessing prepare.sh recorded with the data, for fairseq-interactive and the hub), and
 allowlists what fairseq checkpoints pickle for ``torch.load(weights_only=True)``.
 """
 
@@ -48,6 +49,7 @@ from .attention import RotaryMultiheadAttention  # noqa: E402,F401
 from .model import RoPETransformerModel  # noqa: E402,F401
 from .linear_attention import RotaryLinearAttention  # noqa: E402,F401
 from .options import RopeOptions  # noqa: E402,F401
+from . import preprocessing  # noqa: E402,F401  --bpe recorded: the data's recorded preprocessing
 from .rotary import RotaryEmbedding, apply_rotary  # noqa: E402,F401
 from .task import ResumableTranslationTask  # noqa: E402,F401
 from . import alibi, nope, shaw, t5_bias  # noqa: E402,F401  the other position encodings, one module each

@@ -45,6 +45,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import tempfile
 from argparse import Namespace
 from itertools import groupby
@@ -56,6 +57,9 @@ import torch
 from ctranslate2.converters import fairseq as ct2_fairseq
 from ctranslate2.converters.converter import Converter
 from ctranslate2.specs import transformer_spec
+
+from fairseq_rope_text import preprocessing
+from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, resolve
 
 from .checkpoints import load_checkpoint
 from .encodings import ENCODINGS
@@ -235,22 +239,26 @@ class _SpecConverter(Converter):
 
 
 def export(checkpoint: str, data_bin: str, output_dir: str, quantization: Optional[str] = None, force: bool = False,
-           bpe_codes: Optional[str] = None, sentencepiece_model: Optional[str] = None, tokenizer: Optional[str] = "moses",
+           bpe_codes: Optional[str] = None, sentencepiece_model: Optional[str] = None, tokenizer: Optional[str] = None,
            source_lang: Optional[str] = None, target_lang: Optional[str] = None) -> str:
     """Writes the CTranslate2 model of ``checkpoint`` to ``output_dir`` with what translation needs
-    beside it: the fairseq dictionaries, the BPE codes or sentencepiece model, and METADATA.
+    beside it: the fairseq dictionaries, METADATA, and ``data_bin``'s preprocessing record with its
+    files (fairseq_rope_text.preprocessing; ``bpe_codes``, ``sentencepiece_model`` and ``tokenizer``,
+    "moses" or "none", are needed only for a data-bin without a record, and must agree with one).
 
     The directory is assembled under a temporary name beside ``output_dir`` and renamed at the end,
     so a failed or killed export leaves no half-written model under that name."""
-    if bpe_codes and sentencepiece_model:
-        raise ValueError("give BPE codes (subword-nmt) or a sentencepiece model, not both")
-    for path, what in ((checkpoint, "checkpoint"), (bpe_codes, "BPE codes file"), (sentencepiece_model, "sentencepiece model")):
-        if path and not os.path.isfile(path):
-            raise FileNotFoundError(f"{what} not found: {path}")
+    if not os.path.isfile(checkpoint):
+        raise FileNotFoundError(f"checkpoint not found: {checkpoint}")
     output_dir = os.path.abspath(output_dir)
     if os.path.exists(output_dir) and not force:
         raise FileExistsError(f"output directory exists: {output_dir} (give --force to replace it)")
     args, _, model = load_model(checkpoint, data_bin, source_lang, target_lang)
+    try:
+        record = resolve(data_bin, args.source_lang, args.target_lang, bpe_codes=bpe_codes,
+                         sentencepiece_model=sentencepiece_model, pretokenizer=tokenizer)
+    except PreprocessingError as error:
+        raise ValueError(str(error)) from None
     with torch.no_grad():
         spec = model_spec(args, model)
 
@@ -261,17 +269,9 @@ def export(checkpoint: str, data_bin: str, output_dir: str, quantization: Option
         _SpecConverter(spec).convert(staging, quantization=quantization, force=True)
         for lang in (args.source_lang, args.target_lang):
             shutil.copyfile(os.path.join(data_bin, f"dict.{lang}.txt"), os.path.join(staging, f"dict.{lang}.txt"))
-        bpe = None
-        if bpe_codes:
-            bpe = dict(bpe="subword_nmt", file="bpe.codes")
-            shutil.copyfile(bpe_codes, os.path.join(staging, bpe["file"]))
-        elif sentencepiece_model:
-            bpe = dict(bpe="sentencepiece", file="sentencepiece.model")
-            shutil.copyfile(sentencepiece_model, os.path.join(staging, bpe["file"]))
-            tokenizer = None
+        record.write(staging)
         metadata = dict(
-            source_lang=args.source_lang, target_lang=args.target_lang, tokenizer=tokenizer, bpe=bpe,
-            arch=args.arch, checkpoint=os.path.abspath(checkpoint), quantization=quantization or "float32",
+            source_lang=args.source_lang, target_lang=args.target_lang, arch=args.arch, checkpoint=os.path.abspath(checkpoint), quantization=quantization or "float32",
             max_source_positions=model.encoder.max_positions(), max_target_positions=model.decoder.max_positions(),
             ctranslate2_version=ctranslate2.__version__,
         )
@@ -300,8 +300,8 @@ def fairseq_max_len(n_subwords: int, max_len_a: float, max_len_b: int, max_targe
 class CTranslate2Translator:
     """The ``translate()`` of :class:`fairseq_rope.hub.Translator`, run by CTranslate2.
 
-    Raw sentences in, detokenized translations out, with fairseq's own tokenizer and BPE
-    (so the subwords are exactly fairseq-interactive's), beam 4 and length penalty 0.6 by default.
+    Raw sentences in, detokenized translations out, through the preprocessing record the export
+    carries (the data's: the subwords are those of training), beam 4 and length penalty 0.6 by default.
 
     Args:
         model_dir: a directory written by ``fairseq-rope-ct2``.
@@ -323,40 +323,33 @@ class CTranslate2Translator:
         self.compute_type = self.translator.compute_type
         self.beam, self.lenpen, self.max_len_a, self.max_len_b = beam, lenpen, max_len_a, max_len_b
         self.max_batch_size = max_batch_size
-        self.tokenizer, self.bpe = self._text_pipeline()
+        self.preprocessing = self._preprocessing()
+        self.source_lang, self.target_lang = self.metadata["source_lang"], self.metadata["target_lang"]
 
-    def _text_pipeline(self):
-        from fairseq.data import encoders
-
-        meta = self.metadata
-        tokenizer = bpe = None
-        if meta.get("tokenizer"):
-            tokenizer = encoders.build_tokenizer(Namespace(
-                tokenizer=meta["tokenizer"], moses_source_lang=meta["source_lang"], moses_target_lang=meta["target_lang"],
-                moses_no_dash_splits=False, moses_no_escape=False))
-        if meta.get("bpe"):
-            path = os.path.join(self.model_dir, meta["bpe"]["file"])
-            if meta["bpe"]["bpe"] == "subword_nmt":
-                bpe = encoders.build_bpe(Namespace(bpe="subword_nmt", bpe_codes=path, bpe_separator="@@"))
-            else:
-                bpe = encoders.build_bpe(Namespace(bpe="sentencepiece", sentencepiece_model=path,
-                                                   sentencepiece_enable_sampling=False, sentencepiece_alpha=None))
-        return tokenizer, bpe
+    def _preprocessing(self) -> Preprocessing:
+        """The export's record; an export made before records held its tokenizer and subword file in
+        METADATA: what they name, applied as prepare.sh did (said in one line)."""
+        if os.path.isfile(os.path.join(self.model_dir, preprocessing.RECORD)):
+            return preprocessing.read(self.model_dir)
+        meta, bpe = self.metadata, self.metadata.get("bpe") or {}
+        path = os.path.join(self.model_dir, bpe["file"]) if bpe else None
+        record = Preprocessing(
+            source_lang=meta["source_lang"], target_lang=meta["target_lang"],
+            pretokenizer="moses" if meta.get("tokenizer") else "none",
+            subword={"subword_nmt": "subword_nmt", "sentencepiece": "sentencepiece"}.get(bpe.get("bpe"), "none"),
+            codes=path if bpe.get("bpe") == "subword_nmt" else None,
+            sentencepiece_model=path if bpe.get("bpe") == "sentencepiece" else None, origin=self.model_dir)
+        print(f"[fairseq-rope] {self.model_dir} has no {preprocessing.RECORD} (exported before records): applying "
+              f"{record.describe()}; export again from a data-bin with a record to carry it", file=sys.stderr)
+        return record
 
     def encode(self, sentence: str) -> List[str]:
-        if self.tokenizer is not None:
-            sentence = self.tokenizer.encode(sentence)
-        if self.bpe is not None:
-            sentence = self.bpe.encode(sentence)
-        return sentence.split()
+        """Raw source text -> the subwords of the record (as training made them)."""
+        return self.preprocessing.encode(sentence, self.source_lang).split()
 
     def decode(self, tokens: Sequence[str]) -> str:
-        sentence = " ".join(tokens)
-        if self.bpe is not None:
-            sentence = self.bpe.decode(sentence)
-        if self.tokenizer is not None:
-            sentence = self.tokenizer.decode(sentence)
-        return sentence
+        """Target subwords -> text, as fairseq-rope-score detokenizes."""
+        return self.preprocessing.decode(" ".join(tokens), self.target_lang)
 
     def translate_tokens(self, sources: Sequence[Sequence[str]], beam: Optional[int] = None,
                          lenpen: Optional[float] = None, nbest: int = 1):

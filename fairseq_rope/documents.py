@@ -1,9 +1,15 @@
 """Translation in context: documents translated in order, and given translations scored, with a
-model trained on sentences joined with their context (the format of fairseq_rope_cli.documents).
+model trained on sentences joined with their context (the format of fairseq_rope_text.documents).
 
 In translation the target context is the model's own previous outputs, forced as a prefix of the
-target; what the model writes after the last separator is the translation of the sentence.
+target; what the model writes after the last separator is the translation of the sentence, at least
+one token (fairseq's ``--min-len 1``, which fairseq does not apply while a prefix is forced).
 Sentences never take context across a document boundary.
+
+Sentence i in context is what ``fairseq-rope-prep context`` (fairseq_rope_text.documents.in_context)
+wrote for it in training: up to K previous sentences of its document, all of them when it has fewer,
+joined by the separator; an empty sentence keeps its separators, as an empty line of a document does
+in prepare.sh's valid and test data. Text becomes subwords by the data's recorded preprocessing.
 """
 
 import math
@@ -12,9 +18,9 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from fairseq import utils
 from fairseq.data import LanguagePairDataset
-from fairseq.sequence_generator import SequenceGenerator
+from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 
-from fairseq_rope_cli.documents import SEPARATOR, DocumentError
+from fairseq_rope_text.documents import DocumentError
 
 
 def last_segment(tokens: List[int], separator_index: int) -> List[int]:
@@ -25,35 +31,57 @@ def last_segment(tokens: List[int], separator_index: int) -> List[int]:
     return tokens
 
 
-def _join(segments: Sequence[List[int]], separator_index: int) -> List[int]:
+def join_segments(segments: Sequence[List[int]], separator_index: int) -> List[int]:
+    """The segments with the separator between every two of them (an empty segment keeps both sides')."""
     out: List[int] = []
-    for segment in segments:
-        if out:
+    for n, segment in enumerate(segments):
+        if n:
             out.append(separator_index)
         out.extend(segment)
     return out
 
 
+class NoEmptySegment(EnsembleModel):
+    """fairseq's ensemble whose next-token log-probabilities forbid the end of sentence at the first
+    step and right after a separator: every sentence's translation has at least one token, as fairseq's
+    --min-len 1 means it for a sentence alone (fairseq applies min_len only when no prefix is forced)."""
+
+    def __init__(self, models, separator_index: int, eos_index: int):
+        super().__init__(models)
+        self.separator_index, self.eos_index = separator_index, eos_index
+
+    def forward_decoder(self, tokens, encoder_outs, incremental_states, temperature: float = 1.0):
+        lprobs, attn = super().forward_decoder(tokens, encoder_outs, incremental_states, temperature)
+        # tokens: (batch * beam, step + 1), the start </s> first
+        starts = tokens[:, -1].eq(self.separator_index) | (tokens.size(1) == 1)
+        lprobs[starts, self.eos_index] = -math.inf
+        return lprobs, attn
+
+
 class ContextTranslator:
     """Translates and scores sentences in context with a fairseq hub interface (``load_translator``).
 
-    ``context`` is the number of previous sentences the model was trained with (``CONTEXT``); 0 is
-    sentence-level translation through the same code. Inputs are raw text: the hub's tokenizer
-    and subword model are applied to each sentence, which are then joined by the separator.
+    The context is the number of previous sentences the model was trained with, as the data's record
+    says (prepare.sh's ``CONTEXT``; a ``context`` given must be the same); 0 is sentence-level
+    translation through the same code. Inputs are raw text: the record's preprocessing is applied
+    to each sentence (the source's language or the target's), which are then joined by the separator.
     """
 
-    def __init__(self, hub, context: int):
-        if context < 0:
-            raise ValueError(f"context must be >= 0, got {context}")
-        self.hub, self.context = hub, context
+    def __init__(self, hub, context: Optional[int] = None):
+        record = hub.preprocessing
+        if context is not None and context != record.context:
+            raise DocumentError(f"context {context}, but {record.origin} records {record.context} sentences of "
+                                f"context (the model was trained with them); leave the context out")
+        self.hub, self.context, self.preprocessing = hub, record.context, record
+        self.source_lang, self.target_lang = hub.source_lang, hub.target_lang
         self.src_dict, self.tgt_dict = hub.task.source_dictionary, hub.task.target_dictionary
         self.separator = {}
-        if context > 0:
+        if self.context > 0:
             for side, dictionary in (("source", self.src_dict), ("target", self.tgt_dict)):
-                index = dictionary.index(SEPARATOR)
+                index = dictionary.index(record.context_separator)
                 if index == dictionary.unk():
-                    raise DocumentError(f"the model's {side} dictionary has no {SEPARATOR!r}: it was not trained "
-                                        f"on documents (prepare.sh with CONTEXT > 0); use context 0 for it")
+                    raise DocumentError(f"the model's {side} dictionary has no {record.context_separator!r}, which "
+                                        f"{record.origin} says joins its {record.context} sentences of context")
                 self.separator[side] = index
         # the models' own limits: a table of positions (learned, sinusoidal) has an end; RoPE, RPE,
         # T5's bias, ALiBi and NoPE have none, and any length is translated (the task's
@@ -62,31 +90,29 @@ class ContextTranslator:
         self.max_source = min(p[0] if isinstance(p, tuple) else p for p in limits)
 
     # --- sentences to token ids --------------------------------------------------------------
-    def _pieces(self, sentence: str) -> str:
-        return self.hub.apply_bpe(self.hub.tokenize(sentence))
-
     def source_ids(self, sentence: str) -> List[int]:
-        return self.src_dict.encode_line(self._pieces(sentence), add_if_not_exist=False,
-                                         append_eos=False).long().tolist()
+        return self.src_dict.encode_line(self.preprocessing.encode(sentence, self.source_lang),
+                                         add_if_not_exist=False, append_eos=False).long().tolist()
 
     def target_ids(self, sentence: str) -> List[int]:
-        return self.tgt_dict.encode_line(self._pieces(sentence), add_if_not_exist=False,
-                                         append_eos=False).long().tolist()
+        return self.tgt_dict.encode_line(self.preprocessing.encode(sentence, self.target_lang),
+                                         add_if_not_exist=False, append_eos=False).long().tolist()
 
     def tokenized(self, ids: List[int]) -> str:
         """The text of target ids with the subwords joined, before detokenization (what
         fairseq-generate --remove-bpe prints)."""
-        return self.hub.remove_bpe(self.tgt_dict.string(torch.tensor(ids, dtype=torch.long)))
+        return self.preprocessing.join(self.tgt_dict.string(torch.tensor(ids, dtype=torch.long)))
 
     def detokenize(self, ids: List[int]) -> str:
-        return self.hub.detokenize(self.tokenized(ids))
+        return self.preprocessing.detokenize(self.tokenized(ids), self.target_lang)
 
     def _last(self, context: Sequence[List[int]]) -> List[List[int]]:
-        """The last ``context`` of the given sentences (none for a sentence-level model)."""
-        return list(context)[len(context) - self.context:] if self.context else []
+        """The last ``context`` of the given sentences, all of them when there are fewer (none for a
+        sentence-level model)."""
+        return list(context)[max(0, len(context) - self.context):] if self.context else []
 
     def _source(self, context: Sequence[List[int]], sentence: List[int], where: str) -> List[int]:
-        ids = _join(self._last(context) + [sentence], self.separator.get("source", -1)) + [self.src_dict.eos()]
+        ids = join_segments(self._last(context) + [sentence], self.separator.get("source", -1)) + [self.src_dict.eos()]
         if len(ids) > self.max_source:
             raise DocumentError(
                 f"{where}: the source with its context is {len(ids)} tokens, more than the model's "
@@ -96,14 +122,15 @@ class ContextTranslator:
 
     def _prefix(self, context: Sequence[List[int]]) -> List[int]:
         context = self._last(context)
-        return _join(context, self.separator["target"]) + [self.separator["target"]] if context else []
+        return join_segments(context, self.separator["target"]) + [self.separator["target"]] if context else []
 
     # --- translation -------------------------------------------------------------------------
     def _generator(self, beam: int, lenpen: float, max_len_b: int):
         """fairseq's beam search. With a forced prefix its first step keeps one hypothesis (the
         others score -inf), so the beam spreads from the prefix's end as from a first step."""
-        return SequenceGenerator(self.hub.models, self.tgt_dict, beam_size=beam, len_penalty=lenpen,
-                                 max_len_a=0, max_len_b=max_len_b)
+        models = NoEmptySegment(self.hub.models, self.separator.get("target", -1), self.tgt_dict.eos())
+        return SequenceGenerator(models, self.tgt_dict, beam_size=beam, len_penalty=lenpen, max_len_a=0,
+                                 max_len_b=max_len_b)
 
     def _collate(self, sources: List[List[int]], targets: Optional[List[List[int]]] = None):
         """fairseq's batch of the given ids (rows sorted by source length; ``sample["id"]`` says whose)."""
@@ -176,19 +203,32 @@ class ContextTranslator:
         return outputs
 
     # --- scoring -----------------------------------------------------------------------------
+    def score_inputs(self, items: Sequence[Tuple[Sequence[str], Sequence[str], str, str]]):
+        """What score() feeds the model for each item: (source ids with the EOS, the target context's
+        ids, which the model reads but is not scored on, the whole target with the EOS)."""
+        encoded = []
+        for n, (src_ctx, tgt_ctx, src, tgt) in enumerate(items):
+            where = f"item {n + 1}"
+            if len(src_ctx) != len(tgt_ctx):
+                raise DocumentError(f"{where}: {len(src_ctx)} source context sentences but {len(tgt_ctx)} target "
+                                    f"ones (they are pairs)")
+            pairs = list(zip(src_ctx, tgt_ctx))
+            while pairs and not pairs[0][0].strip() and not pairs[0][1].strip():
+                pairs.pop(0)
+            pairs = pairs[max(0, len(pairs) - self.context):] if self.context else []
+            prefix = self._prefix([self.target_ids(t) for _, t in pairs])
+            encoded.append((self._source([self.source_ids(s) for s, _ in pairs], self.source_ids(src), where), prefix,
+                            prefix + self.target_ids(tgt) + [self.tgt_dict.eos()]))
+        return encoded
+
     def score(self, items: Sequence[Tuple[Sequence[str], Sequence[str], str, str]],
               batch_size: int = 32) -> List[float]:
         """Log-probability (natural log) of each target sentence (its tokens and the end of
         sentence) given its source and the contexts: items are (source context, target context,
-        source, target), contexts oldest first; only the last ``context`` of them are used."""
-        encoded = []
-        for n, (src_ctx, tgt_ctx, src, tgt) in enumerate(items):
-            src_ctx = [self.source_ids(s) for s in src_ctx if s.strip()]
-            tgt_ctx = [self.target_ids(t) for t in tgt_ctx if t.strip()]
-            where = f"item {n + 1}"
-            prefix = self._prefix(tgt_ctx)
-            encoded.append((self._source(src_ctx, self.source_ids(src), where), prefix,
-                            prefix + self.target_ids(tgt) + [self.tgt_dict.eos()]))
+        source, target), contexts oldest first, the i-th sentences of the two a pair; only the last
+        ``context`` pairs are used. Leading pairs empty on both sides stand for no sentence (ContraPro's
+        context files pad with them) and are left out; any other empty sentence keeps its separators."""
+        encoded = self.score_inputs(items)
         scores = [0.0] * len(encoded)
         order = sorted(range(len(encoded)), key=lambda n: len(encoded[n][2]))
         for b in range(0, len(order), batch_size):

@@ -2,15 +2,17 @@
 
     from fairseq_rope.hub import load_translator
     mt = load_translator("work/sample/checkpoints/rope_transformer", "work/sample/data-bin",
-                         checkpoint_file="checkpoint_avg_last5.pt", bpe_codes="work/sample/prep/bpe/codes")
+                         checkpoint_file="checkpoint_avg_last5.pt")
     mt.translate(["The small dog sees the red house."])  # beam 4, length penalty 0.6
 
-It is fairseq's ``GeneratorHubInterface`` (tokenize -> BPE -> beam search -> de-BPE ->
-detokenize) with the paper's decoding defaults and checked paths. Works for rope and
-baseline ``transformer`` checkpoints, averaged ones included.
+It is fairseq's ``GeneratorHubInterface`` (text -> subwords -> beam search -> text) with the paper's
+decoding defaults and checked paths. The text is turned into subwords as the training text was:
+by the preprocessing prepare.sh recorded in the data-bin (``preprocessing.json``, read through
+``--bpe recorded``, fairseq_rope.preprocessing), and translations are joined and detokenized as
+fairseq-rope-score does. Works for every encoding's checkpoints, averaged ones included.
 
 With ``backend="ctranslate2"`` the same ``translate()`` runs on CTranslate2, from a directory
-written by ``fairseq-rope-ct2`` (which holds the dictionaries and BPE codes itself):
+written by ``fairseq-rope-ct2`` (which holds the dictionaries and the record itself):
 
     mt = load_translator("work/sample/ct2/rope", backend="ctranslate2", threads=4)
 """
@@ -22,33 +24,42 @@ import torch
 from fairseq import hub_utils
 from fairseq.hub_utils import GeneratorHubInterface
 
+from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, resolve
+
 from .checkpoints import check_fits, trained_languages
+from .preprocessing import RecordedPreprocessing
 
 
 class Translator(GeneratorHubInterface):
-    """fairseq's hub interface whose ``translate`` defaults to beam 4 and length penalty 0.6."""
+    """fairseq's hub interface whose ``translate`` defaults to beam 4 and length penalty 0.6, and
+    whose text goes through the data's recorded preprocessing (``self.preprocessing``)."""
 
-    def __init__(self, cfg, task, models, beam: int = 4, lenpen: float = 0.6):
+    def __init__(self, cfg, task, models, preprocessing: Preprocessing, beam: int = 4, lenpen: float = 0.6):
         super().__init__(cfg, task, models)
+        self.preprocessing = preprocessing
+        self.source_lang, self.target_lang = cfg.task.source_lang, cfg.task.target_lang
+        self.tokenizer = None  # the record's pretokenizer is part of its encode/decode
+        self.bpe = RecordedPreprocessing.of(preprocessing, self.source_lang, self.target_lang)
         self.beam, self.lenpen = beam, lenpen
 
     def translate(self, sentences: Union[str, List[str]], beam: Optional[int] = None, verbose: bool = False, **kwargs):
         kwargs.setdefault("lenpen", self.lenpen)
         return self.sample(sentences, beam=beam or self.beam, verbose=verbose, **kwargs)
 
-    def translate_documents(self, documents: List[List[str]], context: int, beam: Optional[int] = None,
-                            lenpen: Optional[float] = None, batch_size: int = 32) -> List[List[str]]:
+    def translate_documents(self, documents: List[List[str]], context: Optional[int] = None,
+                            beam: Optional[int] = None, lenpen: Optional[float] = None,
+                            batch_size: int = 32) -> List[List[str]]:
         """Each document (a list of sentences) translated in order, every sentence with up to
         ``context`` previous source sentences and the model's own previous translations as context,
-        as the model was trained (``CONTEXT``; 0: sentence by sentence through the same code);
-        fairseq_rope.documents.ContextTranslator."""
+        as the model was trained (default: the record's ``CONTEXT``; 0: sentence by sentence through
+        the same code); fairseq_rope.documents.ContextTranslator."""
         from .documents import ContextTranslator
 
         return ContextTranslator(self, context).translate_documents(
             documents, beam=beam or self.beam, lenpen=self.lenpen if lenpen is None else lenpen,
             max_len_b=int(self.cfg.generation.max_len_b), batch_size=batch_size)
 
-    def score_in_context(self, items, context: int, batch_size: int = 32) -> List[float]:
+    def score_in_context(self, items, context: Optional[int] = None, batch_size: int = 32) -> List[float]:
         """Log-probability of each target sentence given its source and contexts: items are
         (source context, target context, source, target), contexts lists of sentences, oldest first."""
         from .documents import ContextTranslator
@@ -69,7 +80,7 @@ def load_translator(
     sentencepiece_model: Optional[str] = None,
     source_lang: Optional[str] = None,
     target_lang: Optional[str] = None,
-    tokenizer: Optional[str] = "moses",
+    tokenizer: Optional[str] = None,
     beam: int = 4,
     lenpen: float = 0.6,
     max_len_a: float = 0.0,
@@ -79,35 +90,41 @@ def load_translator(
     compute_type: str = "default",
     threads: int = 0,
     model_overrides: Optional[dict] = None,
+    preprocessing: Optional[Preprocessing] = None,
 ):
-    """Loads ``model_dir/checkpoint_file`` with the dictionaries of ``data_bin``.
+    """Loads ``model_dir/checkpoint_file`` with the dictionaries and the recorded preprocessing of ``data_bin``.
 
     Defaults, each as fairseq's own commands have it unless said:
       * ``checkpoint_file``: ``checkpoint_best.pt`` (fairseq's hub);
       * ``source_lang``, ``target_lang``: the languages the checkpoint was trained on (its task's
         ``--source-lang``/``--target-lang``), else those of ``data_bin``'s files, as fairseq infers them;
-      * ``tokenizer``: ``"moses"`` with ``bpe_codes``, none with ``sentencepiece_model`` (``None``:
-        pre-tokenized input);
+      * text to subwords and back: what ``data_bin/preprocessing.json`` records (prepare.sh writes it:
+        pretokenizer, subword model with its vocabulary filter, context). ``bpe_codes``,
+        ``sentencepiece_model`` and ``tokenizer`` (``"moses"`` or ``"none"``) are not needed; given, they
+        must agree with the record (an error names both). A data-bin made before records: they say
+        how its text was made, over what the data-bin tells (said in one line, with the command that
+        writes the record);
       * ``beam`` 4 and ``lenpen`` 0.6: the paper's decoding (fairseq: 5 and 1);
       * ``max_len_a`` 0, ``max_len_b`` 200: fairseq-generate's limit ``a * source length + b``;
       * ``device``: ``"cuda"`` when torch sees a GPU, else ``"cpu"``; give it to choose;
       * ``model_overrides``: none; model options replaced at load time, as fairseq-generate's
-        ``--model-overrides`` (e.g. ``{"rope_scaling": "linear", "rope_scaling_factor": 2.0}``).
-
-    Subwords: ``bpe_codes`` (subword-nmt, with the Moses ``tokenizer``) or
-    ``sentencepiece_model`` (then no tokenizer is used), or neither for pre-split input.
+        ``--model-overrides`` (e.g. ``{"rope_scaling": "linear", "rope_scaling_factor": 2.0}``);
+      * ``preprocessing``: a record already read (fairseq_rope_text.preprocessing.resolve), used
+        instead of reading ``data_bin``'s again.
 
     ``backend="ctranslate2"``: ``model_dir`` is a ``fairseq-rope-ct2`` output whose own
-    dictionaries, tokenizer and subword model are used (``data_bin`` and the subword arguments
-    must then be left out); ``compute_type`` and ``threads`` are CTranslate2's.
+    dictionaries and record are used (``data_bin`` and the subword arguments must then be left
+    out); ``compute_type`` and ``threads`` are CTranslate2's.
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if tokenizer not in (None, "moses", "none"):
+        raise ValueError(f"tokenizer must be 'moses' or 'none' (prepare.sh's PRETOKENIZER), got {tokenizer!r}")
     if backend == "ctranslate2":
         given = [name for name, value in (("data_bin", data_bin), ("bpe_codes", bpe_codes),
-                                          ("sentencepiece_model", sentencepiece_model),
+                                          ("sentencepiece_model", sentencepiece_model), ("tokenizer", tokenizer),
                                           ("model_overrides", model_overrides)) if value]
         if given:
-            raise ValueError(f"backend='ctranslate2' takes the dictionaries and subword model from {model_dir}; "
+            raise ValueError(f"backend='ctranslate2' takes the dictionaries and preprocessing from {model_dir}; "
                              f"leave out {', '.join(given)}")
         from .ct2 import CTranslate2Translator
 
@@ -125,19 +142,16 @@ def load_translator(
         source_lang, target_lang = source_lang or trained[0], target_lang or trained[1]
     for lang in (source_lang, target_lang):
         _require(os.path.join(data_bin, f"dict.{lang}.txt"), f"dictionary for '{lang}' (wrong data_bin or language?)")
-    if bpe_codes and sentencepiece_model:
-        raise ValueError("give bpe_codes (subword-nmt) or sentencepiece_model, not both")
+    record = preprocessing
+    if record is None:
+        try:
+            record = resolve(str(data_bin), source_lang, target_lang, bpe_codes=bpe_codes and str(bpe_codes),
+                             sentencepiece_model=sentencepiece_model and str(sentencepiece_model),
+                             pretokenizer=tokenizer)
+        except PreprocessingError as error:
+            raise ValueError(str(error)) from None
     overrides = dict(model_overrides or {}, source_lang=source_lang, target_lang=target_lang,
-                     max_len_a=max_len_a, max_len_b=max_len_b)
-    if bpe_codes:
-        _require(bpe_codes, "BPE codes file")
-        overrides.update(bpe="subword_nmt", bpe_codes=os.path.abspath(bpe_codes))
-    elif sentencepiece_model:
-        _require(sentencepiece_model, "sentencepiece model")
-        overrides.update(bpe="sentencepiece", sentencepiece_model=os.path.abspath(sentencepiece_model))
-        tokenizer = None
-    if tokenizer:
-        overrides.update(tokenizer=tokenizer, moses_source_lang=source_lang, moses_target_lang=target_lang)
+                     max_len_a=max_len_a, max_len_b=max_len_b, bpe=None, tokenizer=None)
     try:
         loaded = hub_utils.from_pretrained(
             os.path.abspath(model_dir),
@@ -148,5 +162,5 @@ def load_translator(
     except Exception:  # fairseq's own messages do not name the file: say what is wrong if we can tell
         check_fits(checkpoint, data_bin, source_lang, target_lang)
         raise
-    translator = Translator(loaded["args"], loaded["task"], loaded["models"], beam=beam, lenpen=lenpen)
+    translator = Translator(loaded["args"], loaded["task"], loaded["models"], record, beam=beam, lenpen=lenpen)
     return translator.to(device).eval()

@@ -3,7 +3,7 @@
 One module per command, each with ``main(argv=None)``, also runnable as ``python -m fairseq_rope_cli.<module>``:
 
     fairseq-rope-average         average.py        checkpoint averaging (fairseq's flags, weights-only loading)
-    fairseq-rope-prep            prep.py           tokenize / detokenize / clean / sgm / spm-train / spm-encode / concat-pairs / context
+    fairseq-rope-prep            prep.py           tokenize / detokenize / clean / sgm / spm-train / subwords / record / concat-pairs / context
     fairseq-rope-score           score.py          fairseq-generate output -> hypotheses, sacreBLEU, paper BLEU, JSON
     fairseq-rope-results         results.py        result JSONs -> one markdown table
     fairseq-rope-compare         compare.py        runs by source length, paired bootstrap, table and plot

@@ -110,30 +110,69 @@ def save_figure(fig, legend_axes, title: str, ncol: int, path: str):
     plt.close(fig)
 
 
+def documents_argument(prog: str, flag: str, path: str, expected_lines: int, text: str):
+    """read_documents for a command's ``flag``: a missing file or ids that do not fit ``text`` are an
+    InputError of ``prog`` naming them."""
+    from fairseq_rope_text.documents import DocumentError, read_documents
+
+    if not os.path.isfile(path):
+        raise InputError(prog, f"{flag} file not found: {path}")
+    try:
+        return read_documents(path, expected_lines, text)
+    except DocumentError as error:
+        raise InputError(prog, str(error)) from None
+
+
 def add_model_arguments(ap):
     """The options that load a trained model for the document commands (fairseq_rope.hub.load_translator)."""
     ap.add_argument("--checkpoint", required=True, help="a model checkpoint (e.g. checkpoint_avg_last5.pt)")
-    ap.add_argument("--data-bin", required=True, help="the fairseq-preprocess directory with its dictionaries")
+    ap.add_argument("--data-bin", required=True,
+                    help="the fairseq-preprocess directory with its dictionaries and the preprocessing prepare.sh "
+                         "recorded (preprocessing.json: pretokenizer, subwords, context), which is applied")
     subword = ap.add_mutually_exclusive_group()
-    subword.add_argument("--bpe-codes", help="subword-nmt codes the model was trained with")
-    subword.add_argument("--sentencepiece-model", help="sentencepiece model the model was trained with")
-    ap.add_argument("--tokenization", choices=["moses", "none"], default="moses",
+    subword.add_argument("--bpe-codes", help="subword-nmt codes the model was trained with (needed only for a "
+                                             "data-bin without a record; else they must be the record's)")
+    subword.add_argument("--sentencepiece-model", help="sentencepiece model the model was trained with (as --bpe-codes)")
+    ap.add_argument("--tokenization", choices=["moses", "none"],
                     help="how the training text was tokenized before subwords (prepare.sh's PRETOKENIZER; "
-                         "default: %(default)s)")
-    ap.add_argument("--context", type=int, required=True,
-                    help="previous sentences the model was trained with (prepare.sh's CONTEXT; 0: sentence-level)")
+                         "default: the record's)")
+    ap.add_argument("--context", type=int,
+                    help="previous sentences the model was trained with (prepare.sh's CONTEXT; 0: sentence-level; "
+                         "default: the record's)")
     ap.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
     ap.add_argument("--device", help="cpu or cuda (default: cuda when torch sees a GPU, else cpu)")
     ap.add_argument("--model-overrides", default="{}",
                     help="model options replaced at load time, as fairseq-generate's (a Python dict)")
 
 
-def load_model(args, prog: str):
-    """The hub translator of add_model_arguments' options, or an InputError naming what is wrong."""
+def model_preprocessing(args, prog: str):
+    """The recorded preprocessing of add_model_arguments' --data-bin (torch not needed: bad input is
+    named at once), which the given --bpe-codes, --sentencepiece-model, --tokenization and --context
+    must agree with; ``args.context`` is set to the record's when not given."""
+    from fairseq_rope_text.preprocessing import PreprocessingError, resolve
+
+    if args.context is not None and args.context < 0:
+        raise InputError(prog, f"--context must be >= 0, got {args.context}")
+    for flag, path in (("--checkpoint", args.checkpoint), ("--bpe-codes", args.bpe_codes),
+                       ("--sentencepiece-model", args.sentencepiece_model)):
+        if path and not os.path.isfile(path):
+            raise InputError(prog, f"{flag} file not found: {path}")
+    if not os.path.isdir(args.data_bin):
+        raise InputError(prog, f"--data-bin directory not found: {args.data_bin}")
+    try:
+        record = resolve(args.data_bin, bpe_codes=args.bpe_codes, sentencepiece_model=args.sentencepiece_model,
+                         pretokenizer=args.tokenization, context=args.context)
+    except PreprocessingError as error:
+        raise InputError(prog, f"--data-bin {args.data_bin}: {error}") from None
+    args.context = record.context
+    return record
+
+
+def load_model(args, prog: str, record):
+    """The hub translator of add_model_arguments' options with ``record`` (model_preprocessing), or an
+    InputError naming what is wrong."""
     import ast
 
-    if args.context < 0:
-        raise InputError(prog, f"--context must be >= 0, got {args.context}")
     if args.batch_size < 1:
         raise InputError(prog, f"--batch-size must be >= 1, got {args.batch_size}")
     try:
@@ -142,19 +181,11 @@ def load_model(args, prog: str):
         overrides = None
     if not isinstance(overrides, dict):
         raise InputError(prog, f"--model-overrides must be a Python dict, got {args.model_overrides!r}")
-    for flag, path in (("--checkpoint", args.checkpoint), ("--bpe-codes", args.bpe_codes),
-                       ("--sentencepiece-model", args.sentencepiece_model)):
-        if path and not os.path.isfile(path):
-            raise InputError(prog, f"{flag} file not found: {path}")
-    if not os.path.isdir(args.data_bin):
-        raise InputError(prog, f"--data-bin directory not found: {args.data_bin}")
     from fairseq_rope.hub import load_translator
 
     try:
         return load_translator(os.path.dirname(os.path.abspath(args.checkpoint)), args.data_bin,
-                               checkpoint_file=os.path.basename(args.checkpoint), bpe_codes=args.bpe_codes,
-                               sentencepiece_model=args.sentencepiece_model,
-                               tokenizer="moses" if args.tokenization == "moses" else None,
+                               checkpoint_file=os.path.basename(args.checkpoint), preprocessing=record,
                                device=args.device, model_overrides=overrides)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:
         raise InputError(prog, str(error)) from None

@@ -1,6 +1,6 @@
 """fairseq-rope-contrastive: a contrastive pronoun test (ContraPro's format) scored by a model in context.
 
-    fairseq-rope-contrastive --checkpoint CKPT --data-bin DATA_BIN --bpe-codes CODES --context 3 \
+    fairseq-rope-contrastive --checkpoint CKPT --data-bin DATA_BIN \
         --json contrapro.json --text contrapro.text --context-text contrapro.context --context-lines 3 \
         [--scores scores.txt] [--out-json result.json]
 
@@ -10,7 +10,8 @@ JSON list of entries and, made from it by its conversion_scripts/json2text_and_c
 with each contrastive translation, one per line) and CONTEXT.{src,tgt} (N lines per line of TEXT:
 the N sentences before it in its document, oldest first; empty where there is none). The model
 scores every line: the log-probability of the target sentence, its end of sentence included, given
-the source and the last --context of the N context sentences (a sentence-level model, --context 0,
+the source and the last K of the N context sentences, K the context the model was trained with (DATA_BIN's
+record, preprocessing.json, which also says how the text is preprocessed; a sentence-level model, K = 0,
 sees none). An entry is right when its reference scores higher than every contrastive variant.
 
 Printed: accuracy overall, by antecedent distance (0 = the same sentence, 1, 2, 3, >3) and by
@@ -24,8 +25,10 @@ import json
 import os
 import sys
 
-from .common import InputError, add_model_arguments, argument_parser, load_model, read_lines, write_json, write_lines
-from .documents import DocumentError, contrastive_accuracy, distance_order
+from fairseq_rope_text.documents import DocumentError, contrastive_accuracy, distance_order
+
+from .common import (InputError, add_model_arguments, argument_parser, load_model, model_preprocessing, read_lines,
+                     write_json, write_lines)
 
 PROG = "fairseq-rope-contrastive"
 
@@ -35,7 +38,7 @@ def parse_args(argv=None):
     add_model_arguments(ap)
     ap.add_argument("--json", required=True, help="the test set's entries (ContraPro's contrapro.json format)")
     ap.add_argument("--text", required=True, help="prefix of the TEXT.{src,tgt} files: one scored pair per line")
-    ap.add_argument("--context-text", help="prefix of the CONTEXT.{src,tgt} files (needed with --context > 0)")
+    ap.add_argument("--context-text", help="prefix of the CONTEXT.{src,tgt} files (needed for a model trained with context)")
     ap.add_argument("--context-lines", type=int, default=1,
                     help="context sentences per line in the CONTEXT files (json2text_and_context.pl's --context; "
                          "default: %(default)s)")
@@ -85,10 +88,12 @@ def main(argv=None):
         if len(text[lang]) != n_lines:
             raise InputError(PROG, f"{path} has {len(text[lang])} lines; {args.json}'s {len(entries)} entries with "
                                    f"their contrastive variants need {n_lines} (one per scored translation)")
+    record = model_preprocessing(args, PROG)  # sets args.context to the record's
     contexts = {lang: [[] for _ in range(n_lines)] for lang in text}
     if args.context > 0:
         if not args.context_text:
-            raise InputError(PROG, f"--context {args.context} needs --context-text (the CONTEXT.* files)")
+            raise InputError(PROG, f"the model takes {args.context} sentences of context ({record.origin}): give "
+                                   f"--context-text (the CONTEXT.* files)")
         if args.context_lines < 1:
             raise InputError(PROG, f"--context-lines must be >= 1, got {args.context_lines}")
         for lang in text:
@@ -105,7 +110,7 @@ def main(argv=None):
         if args.context > args.context_lines:
             print(f"[{PROG}] the model takes {args.context} context sentences; the files hold "
                   f"{args.context_lines}: each line is scored with those", file=sys.stderr)
-    hub = load_model(args, PROG)
+    hub = load_model(args, PROG, record)
     src, tgt = args.source_lang, args.target_lang
     items = [(contexts[src][i], contexts[tgt][i], text[src][i], text[tgt][i]) for i in range(n_lines)]
     try:

@@ -2,7 +2,7 @@
 
     fairseq-rope-ct2 --checkpoint CKPT --data-bin DIR --output-dir OUT \
         [--quantization int8|int8_float32|int8_float16|int8_bfloat16|int16|float16|bfloat16|float32] \
-        [--bpe-codes CODES | --sentencepiece-model SPM] [--force]
+        [--force]
 
 Every rope_transformer architecture converts (interleaved and half layouts, --rope-dim, any
 --rope-theta, averaged checkpoints), and fairseq's transformer too, so that both can be compared on
@@ -16,8 +16,10 @@ What the engine cannot represent is refused with the option named (e.g.
 --add-token-positional-embeddings, --adaptive-softmax-cutoff, an unsupported --activation-fn).
 
 OUT receives model.bin, config.json and shared_vocabulary.json (fairseq's dictionaries, <pad> as
-<blank>), the fairseq dictionaries, the BPE codes (bpe.codes) or sentencepiece model
-(sentencepiece.model) when given, and fairseq_rope_ct2.json (languages, tokenizer, arch, limits).
+<blank>), the fairseq dictionaries, fairseq_rope_ct2.json (languages, arch, limits), and the data's
+preprocessing record (preprocessing.json, which prepare.sh writes into DIR) with its files: the
+translator applies it, so that the model reads what it read in training. For a data-bin made before
+records, --bpe-codes/--sentencepiece-model and --tokenizer say how its text was made.
 It is assembled under a temporary name and renamed when complete: an interrupted export leaves
 nothing under OUT, and an existing OUT is replaced only with --force, once the new one is complete.
 
@@ -57,10 +59,11 @@ def parse_args(argv=None):
     ap.add_argument("--output-dir", required=True, help="the CTranslate2 model directory to write")
     ap.add_argument("--quantization", choices=QUANTIZATIONS, help="weight type saved (default: float32)")
     subwords = ap.add_mutually_exclusive_group()
-    subwords.add_argument("--bpe-codes", help="subword-nmt codes, copied beside the model (with the Moses tokenizer)")
-    subwords.add_argument("--sentencepiece-model", help="sentencepiece model, copied beside the model (no tokenizer)")
-    ap.add_argument("--tokenizer", default="moses", choices=("moses", "none"),
-                    help="tokenizer applied before --bpe-codes (default: moses, as the recipe)")
+    subwords.add_argument("--bpe-codes", help="subword-nmt codes (only for a --data-bin without a record; else they "
+                                              "must be the record's)")
+    subwords.add_argument("--sentencepiece-model", help="sentencepiece model (as --bpe-codes)")
+    ap.add_argument("--tokenizer", choices=("moses", "none"),
+                    help="prepare.sh's PRETOKENIZER (default: the record's; as --bpe-codes)")
     ap.add_argument("--source-lang", help="default: the checkpoint's, else inferred from --data-bin")
     ap.add_argument("--target-lang", help="default: the checkpoint's, else inferred from --data-bin")
     ap.add_argument("--force", action="store_true", help="replace OUT if it exists")
@@ -82,7 +85,7 @@ def main(argv=None):
     try:
         out = export(args.checkpoint, args.data_bin, args.output_dir, quantization=args.quantization,
                      force=args.force, bpe_codes=args.bpe_codes, sentencepiece_model=args.sentencepiece_model,
-                     tokenizer=None if args.tokenizer == "none" else args.tokenizer,
+                     tokenizer=args.tokenizer,
                      source_lang=args.source_lang, target_lang=args.target_lang)
     except (ExportError, CheckpointError, FileNotFoundError, ValueError) as error:
         raise InputError(PROG, str(error)) from None

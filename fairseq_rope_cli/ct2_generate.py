@@ -5,7 +5,7 @@
 
 CT2_DIR is a model written by fairseq-rope-ct2. The input is either the binarized subset of a
 fairseq-preprocess directory (the very subwords fairseq-generate translates) or a raw text file
-(tokenized and BPE'd with the model's own tokenizer and codes, as fairseq-interactive does).
+(preprocessed by the record the export carries: the data's, so the subwords are those of training).
 Output per sentence, in input order: S-<id> (source subwords), H-<id> <tab> score <tab> hypothesis
 (subwords; --remove-bpe as fairseq's) and D-<id> <tab> score <tab> detokenized text; so
 fairseq-rope-score reads it like a fairseq-generate log. The score is fairseq-generate's: the sum of

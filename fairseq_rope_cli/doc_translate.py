@@ -1,14 +1,15 @@
 """fairseq-rope-doc-translate: translates documents in order, each sentence with its context.
 
-    fairseq-rope-doc-translate --checkpoint CKPT --data-bin DATA_BIN --bpe-codes CODES --context 3 \
+    fairseq-rope-doc-translate --checkpoint CKPT --data-bin DATA_BIN \
         --input test.en --docids test.docids --output hyps.de [--generate-output gen.out]
 
-Each sentence of a document is translated with up to --context previous source sentences of its
-document and the model's own translations of them as the target context, forced as a prefix of
+The text is preprocessed as DATA_BIN's record says (preprocessing.json, written by prepare.sh:
+pretokenizer, subwords, and K, the sentences of context the model was trained with). Each sentence of
+a document is translated with up to K previous source sentences of its document and the model's own translations of them as the target context, forced as a prefix of
 the target (as a model trained by prepare.sh with CONTEXT=K saw them); what the model writes after
 the last separator is the sentence's translation. The i-th sentences of all documents are
 translated together, --batch-size at a time, so a test set takes as many rounds as its longest
-document has sentences. --context 0 translates sentence by sentence through the same code.
+document has sentences. A sentence-level model (K = 0) translates sentence by sentence through the same code.
 
 --output: one detokenized translation per input line, aligned with --input. --generate-output:
 the same as fairseq-generate prints it (H-<id> <tab> score <tab> text, subwords joined, not
@@ -28,8 +29,10 @@ import os
 import sys
 import time
 
-from .common import InputError, add_model_arguments, argument_parser, load_model, read_lines, write_json, write_lines
-from .documents import DocumentError, documents_argument
+from fairseq_rope_text.documents import DocumentError
+
+from .common import (InputError, add_model_arguments, argument_parser, documents_argument, load_model,
+                     model_preprocessing, read_lines, write_json, write_lines)
 
 PROG = "fairseq-rope-doc-translate"
 
@@ -57,13 +60,14 @@ def main(argv=None):
     if not os.path.isfile(args.input):
         raise InputError(PROG, f"--input file not found: {args.input}")
     lines = read_lines(args.input, PROG)
-    if args.docids:
-        _, spans = documents_argument(PROG, "--docids", args.docids, len(lines), args.input)
-    elif args.context > 0:
-        raise InputError(PROG, f"--context {args.context} needs --docids (which lines form a document)")
-    else:
+    spans = documents_argument(PROG, "--docids", args.docids, len(lines), args.input)[1] if args.docids else None
+    record = model_preprocessing(args, PROG)  # sets args.context to the record's
+    if spans is None:
+        if args.context > 0:
+            raise InputError(PROG, f"the model takes {args.context} sentences of context ({record.origin}): "
+                                   f"give --docids (which lines form a document)")
         spans = [(i, i + 1) for i in range(len(lines))]
-    hub = load_model(args, PROG)
+    hub = load_model(args, PROG, record)
     try:
         translator = ContextTranslator(hub, args.context)
         start = time.perf_counter()

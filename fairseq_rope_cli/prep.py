@@ -5,7 +5,10 @@
     fairseq-rope-prep clean      --src A.en --tgt A.de --out-src B.en --out-tgt B.de [--min 1] [--max 250] [--ratio 1.5]
     fairseq-rope-prep sgm        IN.sgm OUT.txt [--docids OUT.docids]
     fairseq-rope-prep spm-train  --inputs A.en A.de --model-prefix PREFIX [--vocab-size 37000] [--model-type unigram|bpe]
-    fairseq-rope-prep spm-encode --model PREFIX.model -i IN -o OUT
+    fairseq-rope-prep subwords   --record DATA_BIN --lang en -i IN -o OUT [--workers N]
+    fairseq-rope-prep record     --dir DATA_BIN --source-lang en --target-lang de --pretokenizer moses|none
+                                 [--bpe-codes CODES [--bpe-vocabulary VOCAB.en VOCAB.de --bpe-vocabulary-threshold 50]
+                                  | --sentencepiece-model SPM.model] [--context K]
     fairseq-rope-prep concat-pairs --src A.en --tgt A.de --out-src B.en --out-tgt B.de -k 2 [--order consecutive|random]
     fairseq-rope-prep context    --src A.en --tgt A.de --docids A.docids --out-src B.en --out-tgt B.de -k 3 [--keep-sentences]
 
@@ -32,10 +35,15 @@ equal ``sacrebleu -t wmt14/full -l en-de --echo ref``); entities are left as the
 --docids, the docid attribute of each segment's <doc> is written beside, one per line (the ids
 ``sacrebleu --echo docid`` prints).
 
-spm-train / spm-encode: a joint sentencepiece model for the recipe's TOKENIZER=spm variant, with
-the sentencepiece Python API (its PyPI package has no spm_* commands), trained on the
-Moses-tokenized text of both languages; spm-encode writes space-separated pieces, which fairseq
-turns back into tokenized text with ``--remove-bpe sentencepiece``.
+subwords applies the subword step of a preprocessing record (fairseq_rope_text.preprocessing: subword-nmt
+codes with the vocabulary filter of --lang, or a sentencepiece model) to pretokenized text; record writes
+that record, DIR/preprocessing.json, and copies the files it names into DIR. prepare.sh makes its text
+with tokenize and subwords and records them in the data-bin, which every way into the model reads.
+
+spm-train: a joint sentencepiece model for the recipe's TOKENIZER=spm variant, with the
+sentencepiece Python API (its PyPI package has no spm_* commands), trained on the pretokenized text
+of both languages; subwords then writes its space-separated pieces, which fairseq turns back into
+tokenized text with ``--remove-bpe sentencepiece``.
 
 concat-pairs writes every training pair, then concatenations of k pairs (Varis & Bojar, EMNLP
 2021: longer training examples made from short ones, so that a model sees long inputs): pairs
@@ -57,68 +65,53 @@ import multiprocessing
 import os
 import re
 import sys
-from functools import lru_cache
 
-from .common import InputError, argument_parser, atomic_output, count_lines, decode_lines, write_lines
-from .documents import SEPARATOR, DocumentError, document_spans, documents_argument, in_context
+from fairseq_rope_text import preprocessing
+from fairseq_rope_text.documents import SEPARATOR, DocumentError, document_spans, in_context
+from fairseq_rope_text.preprocessing import PreprocessingError, moses_detokenize, moses_tokenize
+
+from .common import InputError, argument_parser, atomic_output, count_lines, decode_lines, documents_argument, write_lines
 
 PROG = "fairseq-rope-prep"
 
 CHUNK = 2000
 
 
-@lru_cache(maxsize=None)
-def _tools(lang):
-    from sacremoses import MosesDetokenizer, MosesPunctNormalizer, MosesTokenizer
-
-    normalizer = MosesPunctNormalizer(lang=lang, pre_replace_unicode_punct=True, post_remove_control_chars=True)
-    return normalizer, MosesTokenizer(lang=lang), MosesDetokenizer(lang=lang)
-
-
-def tokenize_line(line, lang):
-    """Normalizes punctuation, removes control characters and tokenizes one line (no newline)."""
-    normalizer, tokenizer, _ = _tools(lang)
-    text = normalizer.normalize(line.strip())
-    return tokenizer.tokenize(text, aggressive_dash_splits=True, escape=False, return_str=True).strip()
-
-
-def detokenize_line(line, lang):
-    """Inverse of the tokenizer: joins "@-@" splits and attaches punctuation (no unescaping)."""
-    _, _, detokenizer = _tools(lang)
-    return detokenizer.detokenize(line.split(), unescape=False).strip()
-
-
 def _work(job):
-    mode, lang, lines = job
-    fn = tokenize_line if mode == "tokenize" else detokenize_line
-    return [fn(line, lang) for line in lines]
+    mode, lang, lines, record = job
+    if mode == "tokenize":
+        return [moses_tokenize(line, lang) for line in lines]
+    if mode == "detokenize":
+        return [moses_detokenize(line, lang) for line in lines]
+    pre = preprocessing.read(record)  # subwords: the record's own step
+    return [pre.split(line, lang) for line in lines]
 
 
-def _chunks(path, mode, lang):
+def _chunks(path, mode, lang, record):
     with open(path, encoding="utf-8", newline="\n") as f:
         buf = []
         for line in f:
             buf.append(line.rstrip("\n"))
             if len(buf) == CHUNK:
-                yield mode, lang, buf
+                yield mode, lang, buf, record
                 buf = []
         if buf:
-            yield mode, lang, buf
+            yield mode, lang, buf, record
 
 
-def process_file(mode, lang, src, dst, workers=1):
-    """Applies tokenize/detokenize to every line of ``src``; writes ``dst`` atomically; returns the
-    number of lines and the numbers of the lines that came out empty."""
+def process_file(mode, lang, src, dst, workers=1, record=None):
+    """Applies tokenize, detokenize or (with a ``record``) subwords to every line of ``src``; writes
+    ``dst`` atomically; returns the number of lines and the numbers of the lines that came out empty."""
     for _ in decode_lines(src, PROG):  # first, so that bytes that are not UTF-8 are named, not a traceback
         pass
     n, empty = 0, []
     with atomic_output(dst) as out:
         if workers <= 1:
-            results = map(_work, _chunks(src, mode, lang))
+            results = map(_work, _chunks(src, mode, lang, record))
             pool = None
         else:
             pool = multiprocessing.Pool(workers)
-            results = pool.imap(_work, _chunks(src, mode, lang))
+            results = pool.imap(_work, _chunks(src, mode, lang, record))
         try:
             for lines in results:
                 for line in lines:
@@ -289,18 +282,46 @@ def run_spm_train(args):
           file=sys.stderr)
 
 
-def run_spm_encode(args):
-    import sentencepiece as spm
-
-    need_file(args.model, "--model")
+def run_subwords(args):
     need_file(args.input, "-i")
-    sp = spm.SentencePieceProcessor(model_file=args.model)
-    n = 0
-    with atomic_output(args.output) as fout:
-        for line in decode_lines(args.input, PROG):
-            fout.write(" ".join(sp.encode(line, out_type=str)) + "\n")
-            n += 1
-    print(f"[{PROG} spm-encode] {args.input} -> {args.output}: {n} lines", file=sys.stderr)
+    if os.path.abspath(args.input) == os.path.abspath(args.output):
+        raise InputError(PROG, f"-o must differ from -i ({args.input})")
+    if args.workers < 1:
+        raise InputError(PROG, f"--workers must be >= 1, got {args.workers}")
+    try:
+        record = preprocessing.read(args.record)
+        record.split("", args.lang)  # a language the record has no vocabulary for is named now
+    except PreprocessingError as error:
+        raise InputError(PROG, str(error)) from None
+    n, _ = process_file("subwords", args.lang, args.input, args.output, args.workers, record.origin)
+    print(f"[{PROG} subwords] ({args.lang}) {args.input} -> {args.output}: {n} lines; {record.describe()}",
+          file=sys.stderr)
+
+
+def run_record(args):
+    for flag, path in (("--bpe-codes", args.bpe_codes), ("--sentencepiece-model", args.sentencepiece_model),
+                       *(("--bpe-vocabulary", p) for p in args.bpe_vocabulary or [])):
+        if path:
+            need_file(path, flag)
+    if args.bpe_vocabulary and not args.bpe_codes:
+        raise InputError(PROG, "--bpe-vocabulary goes with --bpe-codes")
+    if bool(args.bpe_vocabulary) != (args.bpe_vocabulary_threshold is not None):
+        raise InputError(PROG, "--bpe-vocabulary and --bpe-vocabulary-threshold go together")
+    if args.context < 0:
+        raise InputError(PROG, f"--context must be >= 0, got {args.context}")
+    subword = "subword_nmt" if args.bpe_codes else "sentencepiece" if args.sentencepiece_model else "none"
+    vocabulary = dict(zip((args.source_lang, args.target_lang), map(os.path.abspath, args.bpe_vocabulary or [])))
+    try:
+        record = preprocessing.Preprocessing(
+            source_lang=args.source_lang, target_lang=args.target_lang, pretokenizer=args.pretokenizer,
+            subword=subword, codes=args.bpe_codes and os.path.abspath(args.bpe_codes), vocabulary=vocabulary,
+            vocabulary_threshold=args.bpe_vocabulary_threshold,
+            sentencepiece_model=args.sentencepiece_model and os.path.abspath(args.sentencepiece_model),
+            context=args.context, origin="fairseq-rope-prep record")
+        out = record.write(args.dir, force=args.force)
+    except PreprocessingError as error:
+        raise InputError(PROG, str(error)) from None
+    print(f"[{PROG} record] {out}: {record.describe()}", file=sys.stderr)
 
 
 def concatenated_pairs(pairs, k, order="consecutive", seed=1):
@@ -398,12 +419,34 @@ def main(argv=None):
     p.add_argument("--soft-vocab-limit", action="store_true",
                    help="allow a smaller vocabulary when the corpus is too small for --vocab-size")
     p.set_defaults(run=run_spm_train)
-    p = sub.add_parser("spm-encode", help="encode a file into sentencepiece pieces",
-                       description="Writes the sentencepiece pieces of every line, space-separated.")
-    p.add_argument("--model", required=True, help="PREFIX.model of spm-train")
-    p.add_argument("-i", "--input", required=True)
-    p.add_argument("-o", "--output", required=True)
-    p.set_defaults(run=run_spm_encode)
+    p = sub.add_parser("subwords", help="apply a preprocessing record's subword model to tokenized text",
+                       description="Splits every line into the subwords of a preprocessing record (its codes with "
+                                   "the vocabulary filter of --lang, or its sentencepiece model).")
+    p.add_argument("--record", required=True, help="a preprocessing.json, or the directory holding it")
+    p.add_argument("--lang", required=True, help="the language of the text (its subword vocabulary)")
+    p.add_argument("-i", "--input", required=True, help="pretokenized text, one sentence per line")
+    p.add_argument("-o", "--output", required=True, help="output file (written atomically)")
+    p.add_argument("--workers", type=int, default=1, help="processes (default: %(default)s)")
+    p.set_defaults(run=run_subwords)
+    p = sub.add_parser("record", help="write a preprocessing record (preprocessing.json) and copy its files",
+                       description="Writes DIR/preprocessing.json, the record every way into a model reads, and "
+                                   "copies the files it names into DIR: what prepare.sh does for its data-bin, "
+                                   "and how to add a record to a data-bin made without one.")
+    p.add_argument("--dir", required=True, help="the data-bin (or any directory) to write the record into")
+    p.add_argument("--source-lang", required=True)
+    p.add_argument("--target-lang", required=True)
+    p.add_argument("--pretokenizer", choices=preprocessing.PRETOKENIZERS, required=True,
+                   help="prepare.sh's PRETOKENIZER: moses (normalize + tokenize -a, no escaping) or none")
+    subword = p.add_mutually_exclusive_group()
+    subword.add_argument("--bpe-codes", help="subword-nmt codes")
+    subword.add_argument("--sentencepiece-model", help="sentencepiece model")
+    p.add_argument("--bpe-vocabulary", nargs=2, metavar=("VOCAB.SRC", "VOCAB.TGT"),
+                   help="subword-nmt vocabularies of the source and target training text (the filter)")
+    p.add_argument("--bpe-vocabulary-threshold", type=int, help="subword-nmt --vocabulary-threshold")
+    p.add_argument("--context", type=int, default=0,
+                   help="sentences of context the data joins to each sentence (prepare.sh's CONTEXT; default 0)")
+    p.add_argument("--force", action="store_true", help="replace a record or file with other content")
+    p.set_defaults(run=run_record)
     p = sub.add_parser("concat-pairs", help="add concatenations of k training pairs",
                        description="Writes every pair, then concatenations of k pairs (consecutive or random).")
     add_parallel_files(p, "source side", "target side, as many lines as --src")

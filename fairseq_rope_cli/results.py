@@ -15,7 +15,7 @@ import os
 import sys
 
 from .common import InputError, argument_parser, atomic_output
-from .documents import distance_order
+from fairseq_rope_text.documents import distance_order
 
 PROG = "fairseq-rope-results"
 

@@ -27,9 +27,9 @@ import re
 import sys
 import time
 
-from .documents import documents_argument
-from .common import InputError, argument_parser, read_lines, write_json, write_lines
-from .prep import detokenize_line, tokenize_line
+from fairseq_rope_text.preprocessing import moses_detokenize, moses_tokenize
+
+from .common import InputError, argument_parser, documents_argument, read_lines, write_json, write_lines
 
 PROG = "fairseq-rope-score"
 
@@ -128,7 +128,7 @@ def main(argv=None):
     refs = read_lines(args.ref, PROG)
     hyps_tok = read_hypotheses(args.generate_output, len(refs), args.ref)
     moses = args.tokenization == "moses"
-    hyps_detok = [detokenize_line(h, args.lang) for h in hyps_tok] if moses else hyps_tok
+    hyps_detok = [moses_detokenize(h, args.lang) for h in hyps_tok] if moses else hyps_tok
     os.makedirs(args.out_dir, exist_ok=True)
     tok_path = os.path.join(args.out_dir, f"hyps.tok.{args.lang}")
     detok_path = os.path.join(args.out_dir, f"hyps.detok.{args.lang}")
@@ -148,7 +148,7 @@ def main(argv=None):
         documents = {"document_bleu": round(doc_bleu.score, 2), "n_documents": len(spans),
                      "document_bleu_detail": str(doc_bleu)}
 
-    refs_tok = [compound_split(tokenize_line(r, args.lang) if moses else r) for r in refs]
+    refs_tok = [compound_split(moses_tokenize(r, args.lang) if moses else r) for r in refs]
     hyps_split = [compound_split(h) for h in hyps_tok]
     tok_bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(hyps_split, [refs_tok])
 

@@ -162,3 +162,46 @@ def reversal_task(root, sizes, max_words):
              *[arg for split in sizes for arg in (f"--{split}pref", root / split)],
              "--destdir", root / "bin", "--workers", "1")
     return raw
+
+
+def untrained_checkpoint(data_bin, path, source_lang, target_lang, arch="rope_transformer", seed=0):
+    """A checkpoint of a small model on ``data_bin``'s dictionaries, saved as fairseq-train saves one:
+    enough to read what the entry points feed a model (ids do not depend on weights)."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data_bin), "--arch", arch, "--user-dir", USER_DIR, "--task", "translation_resumable",
+        "--source-lang", source_lang, "--target-lang", target_lang, "--encoder-layers", "1", "--decoder-layers", "1",
+        "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32",
+        "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    torch.manual_seed(seed)
+    model = task.build_model(cfg.model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+                "model": model.state_dict(), "extra_state": {},
+                "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam",
+                                       "lr_scheduler_state": {}, "num_updates": 0}]}, path)
+    return path
+
+
+@pytest.fixture
+def generation_inputs(monkeypatch):
+    """Every row fairseq's SequenceGenerator.generate is given from now on, as (source ids with the EOS,
+    forced target prefix ids), padding removed: what a translation path feeds the model."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    rows, generate = [], SequenceGenerator.generate
+
+    def recording(self, models, sample, prefix_tokens=None, **kwargs):
+        pad = self.tgt_dict.pad()
+        for r, source in enumerate(sample["net_input"]["src_tokens"].tolist()):
+            prefix = [] if prefix_tokens is None else [t for t in prefix_tokens[r].tolist() if t != pad]
+            rows.append(([t for t in source if t != pad], prefix))
+        return generate(self, models, sample, prefix_tokens=prefix_tokens, **kwargs)
+
+    monkeypatch.setattr(SequenceGenerator, "generate", recording)
+    return rows

@@ -11,8 +11,8 @@ import pytest
 BIN = os.path.dirname(sys.executable)
 COMMANDS = {  # command: module, words its --help must show
     "fairseq-rope-average": ("average", ["--inputs", "--num-update-checkpoints", "--checkpoint-upper-bound", "weights_only"]),
-    "fairseq-rope-prep": ("prep", ["tokenize", "detokenize", "clean", "sgm", "spm-train", "spm-encode", "concat-pairs",
-                                   "context"]),
+    "fairseq-rope-prep": ("prep", ["tokenize", "detokenize", "clean", "sgm", "spm-train", "subwords", "record",
+                                   "concat-pairs", "context"]),
     "fairseq-rope-score": ("score", ["--generate-output", "--ref", "compound-split", "--set", "--extra-file"]),
     "fairseq-rope-results": ("results", ["RESULT.json", "--output"]),
     "fairseq-rope-compare": ("compare", ["--hyp", "--result", "--buckets", "paired bootstrap"]),
@@ -44,7 +44,7 @@ def test_command_is_installed_with_complete_help(command):
 
 def test_prep_subcommands_have_their_own_help():
     for sub, flag in (("tokenize", "--lang"), ("clean", "--ratio"), ("sgm", "IN.sgm"), ("spm-train", "--vocab-size"),
-                      ("spm-encode", "--model"), ("concat-pairs", "--order"), ("context", "--keep-sentences")):
+                      ("subwords", "--record"), ("record", "--bpe-vocabulary-threshold"), ("concat-pairs", "--order"), ("context", "--keep-sentences")):
         done = subprocess.run([os.path.join(BIN, "fairseq-rope-prep"), sub, "--help"], capture_output=True, text=True)
         assert done.returncode == 0 and flag in done.stdout, (sub, done.stderr)
 
@@ -81,7 +81,11 @@ def bad_inputs(tmp):
         (["fairseq-rope-prep", "clean", "--src", str(text), "--tgt", str(one), "--out-src", str(tmp / "o1"),
           "--out-tgt", str(tmp / "o2")], [str(one), "differ in length"]),
         (["fairseq-rope-prep", "sgm", str(text), str(tmp / "o")], [str(text), "no <seg>"]),
-        (["fairseq-rope-prep", "spm-encode", "--model", missing, "-i", str(text), "-o", str(tmp / "o")], ["--model", missing]),
+        (["fairseq-rope-prep", "subwords", "--record", missing, "--lang", "en", "-i", str(text), "-o", str(tmp / "o")],
+         [missing, "not found"]),
+        (["fairseq-rope-prep", "record", "--dir", str(tmp / "r"), "--source-lang", "en", "--target-lang", "de",
+          "--pretokenizer", "moses", "--bpe-vocabulary", str(text), str(text), "--bpe-vocabulary-threshold", "5"],
+         ["--bpe-vocabulary goes with --bpe-codes"]),
         (["fairseq-rope-prep", "concat-pairs", "--src", str(text), "--tgt", str(text), "--out-src", str(tmp / "o1"),
           "--out-tgt", str(tmp / "o2"), "-k", "0"], ["-k", "got 0"]),
         (["fairseq-rope-score", "--generate-output", missing, "--ref", str(text), "--lang", "de", "--out-dir", str(tmp / "s")],

@@ -12,6 +12,7 @@ from conftest import CLI_TRAIN, USER_DIR, reversal_task, run_main
 from conftest import run_tool as run
 from fairseq_rope.checkpoints import load_checkpoint
 from fairseq_rope_cli import ct2 as ct2_command
+from fairseq_rope_text import preprocessing
 
 ctranslate2 = pytest.importorskip("ctranslate2")  # in the test extras; skipped only where it cannot install
 
@@ -231,10 +232,12 @@ def test_export_replaces_only_with_force_and_a_failed_export_leaves_nothing(data
     out = tmp_path / "model"
     ct2.export(str(models["interleaved"]), str(data / "bin"), str(out), bpe_codes=str(data / "codes"))
     first = (out / "model.bin").read_bytes()
-    assert sorted(os.listdir(out)) == ["bpe.codes", "config.json", "dict.src.txt", "dict.tgt.txt",
-                                       "fairseq_rope_ct2.json", "model.bin", "shared_vocabulary.json"]
+    assert sorted(os.listdir(out)) == ["codes", "config.json", "dict.src.txt", "dict.tgt.txt", "fairseq_rope_ct2.json",
+                                       "model.bin", "preprocessing.json", "shared_vocabulary.json"]
     meta = json.loads((out / "fairseq_rope_ct2.json").read_text())
-    assert meta["bpe"] == {"bpe": "subword_nmt", "file": "bpe.codes"} and meta["source_lang"] == "src"
+    record = preprocessing.read(str(out))  # the export carries the preprocessing, with its files
+    assert (record.subword, record.codes, record.source_lang) == ("subword_nmt", str(out / "codes"), "src")
+    assert (out / "codes").read_bytes() == (data / "codes").read_bytes() and meta["source_lang"] == "src"
 
     def broken_save(self, output_dir):  # the engine's writer fails half way, e.g. a full disk
         with open(os.path.join(output_dir, "model.bin"), "wb") as f:

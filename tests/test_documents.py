@@ -6,6 +6,7 @@ table, translation in context equal to translating one sentence at a time with t
 context, the pronoun test's scores equal to log-probabilities computed by hand.
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -19,7 +20,7 @@ from conftest import BIN
 from test_recipes import RECIPE, lines, recipe_env, step
 
 from fairseq_rope.documents import ContextTranslator
-from fairseq_rope_cli.documents import (SEPARATOR, DocumentError, contrastive_accuracy, document_spans, in_context,
+from fairseq_rope_text.documents import (SEPARATOR, DocumentError, contrastive_accuracy, document_spans, in_context,
                                         read_documents)
 
 CONTEXT = 2
@@ -252,26 +253,31 @@ def test_a_context_beyond_a_position_table_is_refused_and_relative_encodings_tak
     longer, naming the sentence and the length; RoPE has no table: a whole document as context runs."""
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from fairseq.hub_utils import GeneratorHubInterface
 
     from conftest import TINY, USER_DIR
+    from fairseq_rope.hub import Translator, load_translator
+    from fairseq_rope_text.preprocessing import Preprocessing
 
     args = options.parse_args_and_arch(options.get_training_parser(), [
         dict_dir, "--arch", "transformer", "--source-lang", "src", "--target-lang", "tgt", "--user-dir", USER_DIR,
         *TINY, "--max-source-positions", "16", "--max-target-positions", "16"])
     task = tasks.setup_task(args)
-    table = ContextTranslator(GeneratorHubInterface(convert_namespace_to_omegaconf(args), task,
-                                                    [task.build_model(args)]), 0)
-    with pytest.raises(DocumentError, match=r"document 3, sentence 2: the source with its context is 17 tokens, "
+    words = Preprocessing(source_lang="src", target_lang="tgt", pretokenizer="none", subword="none")
+    table = ContextTranslator(Translator(convert_namespace_to_omegaconf(args), task, [task.build_model(args)], words))
+    with pytest.raises(DocumentError, match=r"document 1, sentence 1: the source with its context is 17 tokens, "
                                             r"more than the model's 16 positions"):
-        table._source([], list(range(4, 20)), "document 3, sentence 2")
+        table.translate_documents_ids([["w1 " * 16]])
     doc = max(documents_of(run["raw"]), key=len)
-    whole = ContextTranslator(translator.hub, 50).translate_documents_ids([doc])[0]
+    whole_document = dataclasses.replace(translator.preprocessing, context=50)  # the model read 2; any length runs
+    hub = load_translator(str(run["checkpoint"].parent), str(run["data_bin"]), checkpoint_file=run["checkpoint"].name,
+                          device="cpu", preprocessing=whole_document)
+    whole = ContextTranslator(hub).translate_documents_ids([doc])[0]
     assert len(whole) == len(doc) and all(ids for ids, _ in whole)
     proc = subprocess.run([os.path.join(BIN, "fairseq-rope-doc-translate"), "--checkpoint", str(run["checkpoint"]),
-                           "--data-bin", str(run["data_bin"]), "--context", "2", "--input", str(run["raw"] / "test.en")],
+                           "--data-bin", str(run["data_bin"]), "--input", str(run["raw"] / "test.en")],
                           capture_output=True, text=True)
-    assert proc.returncode == 1 and "--context 2 needs --docids" in proc.stderr
+    assert proc.returncode == 1 and "the model takes 2 sentences of context" in proc.stderr, proc.stderr
+    assert "give --docids" in proc.stderr
 
 
 def test_document_bleu_is_sacrebleu_over_joined_documents(tmp_path):

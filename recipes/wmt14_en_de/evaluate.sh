@@ -97,11 +97,9 @@ if [ -n "$DOCIDS" ]; then
 fi
 # without_info: stderr of the document commands without fairseq's INFO lines and warnings (on stderr)
 without_info() { grep -v "^INFO:\|Warning\|warnings.warn" >&2 || true; }
-subword_args=()  # the subword model the text of documents and of the pronoun test is split with
-if [ -f "$DATA_BIN/codes" ]; then subword_args=(--bpe-codes "$DATA_BIN/codes")
-elif [ -f "$DATA_BIN/spm.model" ]; then subword_args=(--sentencepiece-model "$DATA_BIN/spm.model"); fi
-model_args=(--checkpoint "$CHECKPOINT" --data-bin "$DATA_BIN" "${subword_args[@]}" --tokenization "$PRETOKENIZER"
-  --context "$CONTEXT" --device "$([ "$(detect_gpus)" -gt 0 ] && echo cuda || echo cpu)")
+# the text of documents and of the pronoun test is preprocessed as DATA_BIN/preprocessing.json records
+# (pretokenizer, subwords, context); the document commands and the CTranslate2 export read it there
+model_args=(--checkpoint "$CHECKPOINT" --data-bin "$DATA_BIN" --device "$([ "$(detect_gpus)" -gt 0 ] && echo cuda || echo cpu)")
 [ -z "$MODEL_OVERRIDES" ] || model_args+=(--model-overrides "$MODEL_OVERRIDES")
 NGPU=$(detect_gpus)
 if [ "$PRECISION" = auto ]; then PRECISION=$([ "$NGPU" -gt 0 ] && echo fp16 || echo fp32); fi
@@ -115,12 +113,9 @@ if [ "$BACKEND" = ctranslate2 ]; then
   if [ -f "$CT2_DIR/model.bin" ] && [ "$CT2_DIR/model.bin" -nt "$CHECKPOINT" ]; then
     log "CTranslate2 model up to date: $CT2_DIR"
   else
-    subword=()
-    if [ -f "$DATA_BIN/codes" ]; then subword=(--bpe-codes "$DATA_BIN/codes")
-    elif [ -f "$DATA_BIN/spm.model" ]; then subword=(--sentencepiece-model "$DATA_BIN/spm.model"); fi
     log "exporting $CHECKPOINT to CTranslate2 ($CT2_QUANTIZATION weights) -> $CT2_DIR"
     fairseq-rope-ct2 --checkpoint "$CHECKPOINT" --data-bin "$DATA_BIN" --output-dir "$CT2_DIR" \
-      --quantization "$CT2_QUANTIZATION" --force "${subword[@]}"
+      --quantization "$CT2_QUANTIZATION" --force
   fi
   translated_by=$CT2_DIR/model.bin
 else

@@ -13,7 +13,7 @@ import os
 import sys
 
 from fairseq_rope_cli.common import save_figure
-from fairseq_rope_cli.documents import distance_order
+from fairseq_rope_text.documents import distance_order
 
 
 def main(argv=None):

@@ -198,6 +198,7 @@ SUB=$PREP_DIR/$TOKENIZER
 mkdir -p "$SUB"
 input_of() { [ "$1" = train ] && echo "$PREP_DIR/clean/train.$2" || echo "$PREP_DIR/tok/$1.$2"; }
 vocabulary=()  # subword-nmt's vocabulary filter: only with codes learned here (and their vocabularies)
+record=()      # the subword model, as fairseq-rope-prep record takes it
 # a given subword model (BPE_CODES or SPM_MODEL: only the one of TOKENIZER may be set) takes the place of
 # the one this step would learn
 given=$([ "$TOKENIZER" = bpe ] && echo "$BPE_CODES" || echo "$SPM_MODEL")
@@ -215,17 +216,9 @@ if [ "$TOKENIZER" = bpe ]; then
     mv -f "$SUB/vocab.$SRC.tmp" "$SUB/vocab.$SRC"; mv -f "$SUB/vocab.$TGT.tmp" "$SUB/vocab.$TGT"
     mv -f "$SUB/codes.tmp" "$SUB/codes"
   fi
-  log "applying BPE -> $SUB/{train,valid,test}.{$SRC,$TGT}"
-  for split in train valid test; do
-    for lang in $SRC $TGT; do
-      out=$SUB/$split.$lang
-      [ -f "$out" ] && continue
-      [ -n "$BPE_CODES" ] || vocabulary=(--vocabulary "$SUB/vocab.$lang" --vocabulary-threshold "$BPE_VOCAB_THRESHOLD")
-      subword-nmt apply-bpe -c "$SUB/codes" "${vocabulary[@]}" --num-workers "$WORKERS" \
-        -i "$(input_of $split $lang)" -o "$out.tmp"
-      mv -f "$out.tmp" "$out"
-    done
-  done
+  [ -n "$BPE_CODES" ] || vocabulary=(--bpe-vocabulary "$SUB/vocab.$SRC" "$SUB/vocab.$TGT"
+    --bpe-vocabulary-threshold "$BPE_VOCAB_THRESHOLD")
+  record=(--bpe-codes "$SUB/codes" "${vocabulary[@]}")
 else
   if [ ! -f "$SUB/spm.model" ]; then
     log "training a joint sentencepiece $SPM_MODEL_TYPE model, vocabulary $SPM_VOCAB_SIZE -> $SUB/spm.model"
@@ -233,15 +226,21 @@ else
       --model-prefix "$SUB/spm" --vocab-size "$SPM_VOCAB_SIZE" --model-type "$SPM_MODEL_TYPE" \
       --input-sentence-size "$SPM_INPUT_SENTENCES" --threads "$WORKERS"
   fi
-  for split in train valid test; do
-    for lang in $SRC $TGT; do
-      out=$SUB/$split.$lang
-      [ -f "$out" ] && continue
-      log "encoding $(input_of $split $lang) -> $out"
-      fairseq-rope-prep spm-encode --model "$SUB/spm.model" -i "$(input_of $split $lang)" -o "$out"
-    done
-  done
+  record=(--sentencepiece-model "$SUB/spm.model")
 fi
+# the record of this preprocessing (fairseq_rope_text.preprocessing), written with the data-bin in step 6;
+# the subwords of every split are made by it, as every way into the model applies it
+record=(--source-lang "$SRC" --target-lang "$TGT" --pretokenizer "$PRETOKENIZER" "${record[@]}" --context "$CONTEXT")
+quietly "$PREP_DIR/prepare.log" fairseq-rope-prep record --dir "$SUB" "${record[@]}"
+log "subwords as $SUB/preprocessing.json records them -> $SUB/{train,valid,test}.{$SRC,$TGT}"
+for split in train valid test; do
+  for lang in $SRC $TGT; do
+    out=$SUB/$split.$lang
+    [ -f "$out" ] && continue
+    quietly "$PREP_DIR/prepare.log" fairseq-rope-prep subwords --record "$SUB" --lang "$lang" \
+      -i "$(input_of $split $lang)" -o "$out" --workers "$WORKERS"
+  done
+done
 for split in train valid test; do check_parallel "$SUB/$split"; done
 
 # 5. (CONCAT_PAIRS=K) the training pairs and concatenations of K of them
@@ -306,7 +305,7 @@ if [ ! -f "$DATA_BIN/recipe.env" ]; then
   if [ -z "$replaced" ]; then log "no token replaced by <unk> (fairseq-preprocess: $PREP_DIR/preprocess.log)"
   else log "tokens replaced by <unk>: $(echo "$replaced" | paste -sd ';' - | sed 's/;/; /g')"; fi
   rm -rf "$DATA_BIN.dict"
-  cp "$SUB"/codes "$SUB"/spm.model "$DATA_BIN.tmp/" 2>/dev/null || true
+  quietly "$PREP_DIR/prepare.log" fairseq-rope-prep record --dir "$DATA_BIN.tmp" "${record[@]}"
   cat > "$DATA_BIN.tmp/recipe.env" <<EOF
 RAW_DIR=$RAW_DIR
 TOKENIZER=$TOKENIZER

@@ -9,7 +9,7 @@ on both sides, by one separator token (k-to-k; Tiedemann & Scherrer 2017, Junczy
 Documents are given by ids, one per sentence (a ``.docids`` file beside a text file, as
 ``sacrebleu --echo docid`` prints them for WMT test sets); a document's sentences are consecutive.
 Only the standard library: the commands that read documents (fairseq-rope-prep, -score) start at
-once; translation in context is fairseq_rope.documents.
+once; translation in context is fairseq_rope.documents, which reads this format from here.
 """
 
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -49,21 +49,6 @@ def read_documents(path: str, expected_lines: Optional[int] = None,
         raise DocumentError(f"{path} has {len(docids)} document ids, but {text or 'its text'} has "
                             f"{expected_lines} lines: a .docids file holds one id per line of its text file")
     return docids, document_spans(docids, path)
-
-
-def documents_argument(prog: str, flag: str, path: str, expected_lines: int, text: str):
-    """read_documents for a command's ``flag``: a missing file or ids that do not fit ``text`` are an
-    InputError of ``prog`` naming them."""
-    import os
-
-    from .common import InputError
-
-    if not os.path.isfile(path):
-        raise InputError(prog, f"{flag} file not found: {path}")
-    try:
-        return read_documents(path, expected_lines, text)
-    except DocumentError as error:
-        raise InputError(prog, str(error)) from None
 
 
 def in_context(sentences: Sequence[str], spans: Sequence[Tuple[int, int]], k: int,
