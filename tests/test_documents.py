@@ -94,7 +94,7 @@ def test_translation_in_context_equals_one_sentence_at_a_time_with_the_same_forc
     src_dict, tgt_dict = hub.task.source_dictionary, hub.task.target_dictionary
     sep = tgt_dict.index(SEPARATOR)
     for doc, outputs in zip(documents, batched):
-        pieces = [hub.apply_bpe(hub.tokenize(s)) for s in doc]
+        pieces = [hub.preprocessing.encode(s, "en") for s in doc]
         previous = []
         for i, (ids, score) in enumerate(outputs):
             source = src_dict.encode_line(f" {SEPARATOR} ".join(pieces[max(0, i - CONTEXT):i + 1]),
@@ -187,8 +187,8 @@ def test_contrastive_scores_are_the_log_probabilities_of_the_sentence_in_context
     context = {lang: lines(tmp_path / f"two.context.{lang}") for lang in ("en", "de")}
     by_hand = []
     for i in range(n):
-        pieces = {lang: [hub.apply_bpe(hub.tokenize(s)) for s in context[lang][3 * i:3 * i + 3][-CONTEXT:] if s]
-                  + [hub.apply_bpe(hub.tokenize(text[lang][i]))] for lang in text}
+        pieces = {lang: [hub.preprocessing.encode(s, lang) for s in context[lang][3 * i:3 * i + 3][-CONTEXT:] if s]
+                  + [hub.preprocessing.encode(text[lang][i], lang)] for lang in text}
         src = src_dict.encode_line(f" {SEPARATOR} ".join(pieces["en"]), add_if_not_exist=False).long()
         tgt = tgt_dict.encode_line(f" {SEPARATOR} ".join(pieces["de"]), add_if_not_exist=False).long()
         current = len(tgt_dict.encode_line(pieces["de"][-1], add_if_not_exist=False))  # its tokens and EOS

@@ -186,3 +186,109 @@ def test_every_way_in_feeds_the_binarized_test_split_and_writes_the_scored_text(
     ct2 = CTranslate2Translator(str(tmp_path / "ct2"))
     assert [[src_dict.index(p) for p in ct2.encode(s)] + [src_dict.eos()] for s in raw] == expected, "CTranslate2"
     assert [ct2.decode([tgt_dict[i] for i in t]) for t in targets] == scored, "CTranslate2's output text"
+
+
+def test_documents_feed_the_binarized_test_split_with_its_context(prepared, generation_inputs):
+    """CONTEXT=2: what translation in context feeds the model as source, and what scoring feeds on both
+    sides, are the lines prepare.sh binarized for the test set (documents from test.docids)."""
+    import collections
+
+    from fairseq_rope.documents import ContextTranslator
+    from fairseq_rope.hub import load_translator
+
+    data_bin = prepared("moses_bpe_context2")
+    raw = {lang: lines(prepared.raw / f"test.{lang}") for lang in (SRC, TGT)}
+    spans = document_spans(lines(prepared.raw / "test.docids"))
+    sources, _ = binarized(data_bin, SRC)
+    targets, _ = binarized(data_bin, TGT)
+    checkpoint = untrained_checkpoint(data_bin, data_bin.parent / "model" / "checkpoint.pt", SRC, TGT)
+    hub = load_translator(str(checkpoint.parent), str(data_bin), checkpoint_file=checkpoint.name, device="cpu")
+    translator = ContextTranslator(hub)
+    assert translator.context == 2  # from the record
+
+    translator.translate_documents_ids([raw[SRC][a:b] for a, b in spans], max_len_b=3)
+    assert collections.Counter(tuple(source) for source, _ in generation_inputs) == \
+        collections.Counter(map(tuple, sources))
+    items = [(raw[SRC][a:i], raw[TGT][a:i], raw[SRC][i], raw[TGT][i]) for a, b in spans for i in range(a, b)]
+    fed = translator.score_inputs(items)
+    assert [source for source, _, _ in fed] == sources
+    assert [target for _, _, target in fed] == targets
+
+
+def test_prepared_subwords_are_subword_nmts_with_its_vocabulary_filter(prepared):
+    """prepare.sh's BPE step (the record's, which every way in applies) writes what subword-nmt's own
+    apply-bpe writes with --vocabulary and --vocabulary-threshold."""
+    import subprocess
+
+    from conftest import BIN
+
+    data_bin = prepared("moses_bpe")
+    prep = data_bin.parent / "prep"
+    for lang in (SRC, TGT):
+        out = subprocess.run([os.path.join(BIN, "subword-nmt"), "apply-bpe", "-c", str(prep / "bpe" / "codes"),
+                              "--vocabulary", str(prep / "bpe" / f"vocab.{lang}"), "--vocabulary-threshold", "50",
+                              "-i", str(prep / "tok" / f"test.{lang}")], capture_output=True, text=True, check=True)
+        assert out.stdout.splitlines() == lines(prep / "bpe" / f"test.{lang}")
+
+
+@pytest.mark.parametrize("lang, raw, tokenized", [
+    ("en", "He said: „Hello“ – it's 5 & [5] …", "He said : \" Hello \" - it 's 5 & [ 5 ] ..."),
+    ("de", "„Andrea's Café“ — ok?!\u00a0&amp;", "\" Andrea ' s Café \" - ok ? ! & amp ;"),  # German: ' split
+    ("en", "a\u200bb\u0007 «c»", "ab \" c \""),
+])
+def test_moses_step_normalizes_and_does_not_escape(lang, raw, tokenized):
+    """The pretokenizer as written down (normalize-punctuation.perl with its unicode replacements and
+    control-character removal, tokenizer.perl -a without escaping): the expected text is written here."""
+    assert preprocessing.moses_tokenize(raw, lang) == tokenized
+
+
+def test_a_data_bin_without_a_record_says_what_it_assumes_and_how_to_record_it(prepared, tmp_path, capfd):
+    """A data-bin made before records: the API applies what it tells (its codes, recipe.env's PRETOKENIZER; no
+    vocabulary filter: the vocabularies were not kept), says so in one line with the command that writes the
+    record; with the record written by that command, every sentence is fed as prepare.sh binarized it."""
+    import shlex
+
+    from fairseq_rope.hub import load_translator
+    from fairseq_rope_cli import prep
+
+    data_bin = tmp_path / "old-data-bin"
+    shutil.copytree(prepared("moses_bpe"), data_bin)
+    for name in ("preprocessing.json", "vocab.en", "vocab.de"):
+        (data_bin / name).unlink()
+    expected, _ = binarized(data_bin, SRC)
+    raw = lines(prepared.raw / "test.en")
+    checkpoint = untrained_checkpoint(data_bin, tmp_path / "model" / "checkpoint.pt", SRC, TGT)
+    capfd.readouterr()
+    mt = load_translator(str(checkpoint.parent), str(data_bin), checkpoint_file=checkpoint.name, device="cpu")
+    said = [line for line in capfd.readouterr().err.splitlines() if "preprocessing.json" in line]
+    assert len(said) == 1 and f"{data_bin} has no preprocessing.json: applying Moses" in said[0], said
+    assert "without a vocabulary filter" in said[0] and "fairseq-rope-prep record --dir" in said[0]
+    assert [mt.encode(s).tolist() for s in raw] != expected  # the filter is missing
+
+    command = shlex.split(said[0].split("record how once: ", 1)[1].replace(
+        "[--bpe-vocabulary VOCAB.src VOCAB.tgt --bpe-vocabulary-threshold N]", ""))
+    vocabularies = [str(prepared("moses_bpe").parent / "prep" / "bpe" / f"vocab.{lang}") for lang in (SRC, TGT)]
+    out = run_main(prep.main, *command[1:], "--bpe-vocabulary", *vocabularies, "--bpe-vocabulary-threshold", "50")
+    assert out.returncode == 0, out.stderr
+    mt = load_translator(str(checkpoint.parent), str(data_bin), checkpoint_file=checkpoint.name, device="cpu")
+    assert [mt.encode(s).tolist() for s in raw] == expected
+
+
+def test_options_that_contradict_the_record_are_refused_naming_both(prepared, tmp_path):
+    from fairseq_rope.ct2 import export
+    from fairseq_rope.hub import load_translator
+
+    data_bin = prepared("moses_bpe")
+    checkpoint = untrained_checkpoint(data_bin, tmp_path / "model" / "checkpoint.pt", SRC, TGT)
+    other = prepared("none_bpe") / "codes"
+    with pytest.raises(ValueError, match=rf"{data_bin}/preprocessing.json records .* BPE codes {other}, but the "
+                                         rf"record has {data_bin}/codes"):
+        load_translator(str(checkpoint.parent), str(data_bin), checkpoint_file=checkpoint.name, bpe_codes=str(other))
+    with pytest.raises(ValueError, match="pretokenizer 'none', but the record has 'moses'"):
+        load_translator(str(checkpoint.parent), str(data_bin), checkpoint_file=checkpoint.name, tokenizer="none")
+    with pytest.raises(ValueError, match="sentencepiece model .*, but the record has subword_nmt"):
+        export(str(checkpoint), str(data_bin), str(tmp_path / "ct2"),
+               sentencepiece_model=str(prepared("moses_spm") / "spm.model"))
+    # agreeing ones are accepted
+    load_translator(str(checkpoint.parent), str(data_bin), checkpoint_file=checkpoint.name,
+                    bpe_codes=str(data_bin / "codes"), tokenizer="moses")

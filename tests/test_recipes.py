@@ -198,9 +198,12 @@ def test_bad_runs_are_named(recipe, extra, message):
     assert message in proc.stderr
 
 
-def test_python_api_loads_the_averaged_checkpoint(recipe):
-    """The API on an averaged checkpoint of the recipe (trained on until its translations differ
-    between sentences) returns what fairseq-interactive prints."""
+def test_python_api_and_interactive_translate_the_test_set_as_evaluate_does(recipe):
+    """The API and fairseq-interactive (--bpe recorded, the documented command), given the raw test set,
+    return evaluate.sh's translations of the binarized one and the same sacreBLEU, for an averaged
+    checkpoint of the recipe trained until its translations differ between sentences."""
+    import sacrebleu
+
     from fairseq_rope.hub import load_translator
 
     work = recipe["work"]
@@ -208,21 +211,24 @@ def test_python_api_loads_the_averaged_checkpoint(recipe):
                AVERAGE_LAST="2", LR="3e-3", WARMUP_UPDATES="20")
     step("train.sh", env)
     step("average.sh", env)
+    step("evaluate.sh", env)
     checkpoint = work / "checkpoints" / "api" / "checkpoint_avg_last2.pt"
-    sources = lines(recipe["raw"] / "test.en")[:4]
+    result = json.loads((work / "eval" / "api" / "result.json").read_text())
+    evaluated = lines(result["hyps_detok"])
+    sources, references = lines(recipe["raw"] / "test.en"), lines(recipe["raw"] / "test.de")
+    assert len(set(evaluated)) > 8, evaluated  # trained: outputs differ between inputs
     interactive = os.path.join(os.path.dirname(sys.executable), "fairseq-interactive")
     out = subprocess.run(
         [interactive, str(work / "data-bin"), "--user-dir", os.path.join(REPO, "fairseq_rope"), "--cpu",
-         "--path", str(checkpoint),
-         "--beam", "4", "--lenpen", "0.6", "--source-lang", "en", "--target-lang", "de", "--tokenizer", "moses",
-         "--bpe", "subword_nmt", "--bpe-codes", str(work / "prep" / "bpe" / "codes"),
-         "--buffer-size", "4", "--batch-size", "4"],  # one batch, as the API; fairseq's length limits, as the API
+         "--path", str(checkpoint), "--beam", "4", "--lenpen", "0.6", "--bpe", "recorded",
+         "--buffer-size", "16", "--batch-size", "16"],  # fairseq's length limits, as the API
         input="\n".join(sources) + "\n", capture_output=True, text=True, env=recipe["env"], check=True)
-    expected = [line.split("\t")[2] for line in out.stdout.splitlines() if line.startswith("D-")]
-    assert len(expected) == 4 and len(set(expected)) == 4, expected
-    mt = load_translator(checkpoint.parent, work / "data-bin", checkpoint_file=checkpoint.name,
-                         bpe_codes=work / "prep" / "bpe" / "codes")
-    assert mt.translate(sources) == expected
+    by_id = {int(line.split("\t")[0][2:]): line.split("\t")[2] for line in out.stdout.splitlines() if line.startswith("D-")}
+    assert [by_id[i] for i in range(len(sources))] == evaluated
+    mt = load_translator(checkpoint.parent, work / "data-bin", checkpoint_file=checkpoint.name)
+    api = mt.translate(sources)
+    assert api == evaluated
+    assert sacrebleu.corpus_bleu(api, [references]).score == pytest.approx(result["sacrebleu"], abs=0.01)
 
 
 def test_evaluate_with_ctranslate2_backend(recipe):
