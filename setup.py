@@ -20,6 +20,7 @@ setup(
         "sacremoses>=0.1",
         "subword-nmt>=0.3.8",
         "sentencepiece>=0.1.99",
+        "sentencex>=1.0",  # sentence segmentation of running text (fairseq-rope-translate, translate_text)
     ],
     entry_points={
         "console_scripts": [
@@ -35,6 +36,7 @@ setup(
             "fairseq-rope-progress = fairseq_rope_cli.progress:main",
             "fairseq-rope-doc-translate = fairseq_rope_cli.doc_translate:main",
             "fairseq-rope-contrastive = fairseq_rope_cli.contrastive:main",
+            "fairseq-rope-translate = fairseq_rope_cli.translate:main",
         ],
     },
     extras_require={

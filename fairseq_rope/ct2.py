@@ -408,6 +408,23 @@ class CTranslate2Translator:
                 print(f"S\t{source}\nH\t{output}")
         return outputs[0] if single else outputs
 
+    def translate_text(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
+                       lenpen: Optional[float] = None, progress=None) -> str:
+        """Running text translated with its layout kept, as :meth:`fairseq_rope.hub.Translator.translate_text`
+        does it for a sentence-level model (a model trained with context needs the fairseq backend)."""
+        from fairseq_rope_text.running_text import join_text, split_text
+
+        if self.preprocessing.context:
+            raise ValueError(f"{self.model_dir}: the model was trained with {self.preprocessing.context} sentences "
+                             f"of context; translation in context runs on the fairseq backend")
+        layout, sentences = split_text(text, self.source_lang, keep_line_breaks)
+        out = []
+        for start in range(0, len(sentences), self.max_batch_size):
+            out += self.translate(sentences[start:start + self.max_batch_size], beam, lenpen)
+            if progress is not None:
+                progress(len(out), len(sentences))
+        return join_text(layout, out)
+
     def score_tokens(self, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]]) -> List[np.ndarray]:
         """Forced decoding: per pair, the log-probability of each target subword and of the final EOS."""
         outputs = self.translator.score_batch([list(s) for s in sources], [list(t) for t in targets],

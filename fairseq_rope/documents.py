@@ -184,10 +184,12 @@ class ContextTranslator:
         return [[self.detokenize(ids) for ids, _ in doc]
                 for doc in self.translate_documents_ids(documents, beam, lenpen, max_len_b, batch_size)]
 
-    def translate_documents_ids(self, documents, beam=4, lenpen=0.6, max_len_b=200, batch_size=32):
-        """As translate_documents, but (target ids, score) per sentence."""
+    def translate_documents_ids(self, documents, beam=4, lenpen=0.6, max_len_b=200, batch_size=32, progress=None):
+        """As translate_documents, but (target ids, score) per sentence; ``progress(done, total)`` is
+        called after each batch with the sentences translated so far."""
         sources = [[self.source_ids(s) for s in doc] for doc in documents]
         outputs: List[List[Tuple[List[int], float]]] = [[] for _ in documents]
+        done, total = 0, sum(len(doc) for doc in documents)
         for i in range(max((len(d) for d in documents), default=0)):
             work = []
             for d, doc in enumerate(sources):
@@ -200,6 +202,9 @@ class ContextTranslator:
                 for (d, _, _), out in zip(chunk, self.translate_batch([(s, p) for _, s, p in chunk], beam, lenpen,
                                                                      max_len_b)):
                     outputs[d].append(out)
+                if progress is not None:
+                    done += len(chunk)
+                    progress(done, total)
         return outputs
 
     # --- scoring -----------------------------------------------------------------------------

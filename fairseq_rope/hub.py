@@ -18,7 +18,9 @@ written by ``fairseq-rope-ct2`` (which holds the dictionaries and the record its
 """
 
 import os
-from typing import List, Optional, Union
+import sys
+import warnings
+from typing import Callable, List, Optional, Union
 
 import torch
 from fairseq import hub_utils
@@ -43,8 +45,57 @@ class Translator(GeneratorHubInterface):
         self.beam, self.lenpen = beam, lenpen
 
     def translate(self, sentences: Union[str, List[str]], beam: Optional[int] = None, verbose: bool = False, **kwargs):
+        """Each given string translated as one sentence (fairseq's hub); running text: translate_text."""
+        if isinstance(sentences, str):
+            warn_if_running_text(sentences, self.source_lang)
         kwargs.setdefault("lenpen", self.lenpen)
         return self.sample(sentences, beam=beam or self.beam, verbose=verbose, **kwargs)
+
+    def translate_text(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
+                       lenpen: Optional[float] = None, batch_size: int = 32,
+                       progress: Optional[Callable[[int, int], None]] = None) -> str:
+        """Running text of any length (paragraphs, a whole file) translated with its layout kept
+        (fairseq_rope_text.running_text): split into sentences, each translated as the model was
+        trained, the sentences of the text one document (a model trained with context translates each
+        with its previous ones, a sentence-level model one by one, batched), the translations put
+        back in place. A sentence longer than the longest training source is translated as it is and
+        said in one line. ``progress(done, total)`` is called as sentences are translated."""
+        from fairseq_rope_text.running_text import join_text, split_text
+
+        from .documents import ContextTranslator
+
+        layout, sentences = split_text(text, self.source_lang, keep_line_breaks)
+        translator = ContextTranslator(self)
+        longest = self.longest_training_source()
+        if longest:
+            for n, sentence in enumerate(sentences, 1):
+                length = len(translator.source_ids(sentence)) + 1  # with its end of sentence
+                if length > longest:
+                    print(f"[fairseq-rope] sentence {n} has {length} subwords, more than the longest training "
+                          f"source ({longest}): no sentence boundary to split it at; translated as it is",
+                          file=sys.stderr)
+        documents = [sentences] if translator.context else [[s] for s in sentences]
+        outputs = translator.translate_documents_ids(
+            documents, beam or self.beam, self.lenpen if lenpen is None else lenpen,
+            int(self.cfg.generation.max_len_b), batch_size, progress=progress)
+        return join_text(layout, [translator.detokenize(ids) for doc in outputs for ids, _ in doc])
+
+    def longest_training_source(self) -> Optional[int]:
+        """The longest source the model was trained on, in subwords with the end of sentence: what
+        RoPE's encoder records while training (``original_max_positions``), else the longest line of
+        the data-bin's training split; None when neither is there."""
+        recorded = getattr(self.models[0].encoder, "original_max_positions", None)
+        if recorded is not None and int(recorded) > 0:
+            return int(recorded)
+        from fairseq.data import data_utils
+
+        data = str(self.cfg.task.data).split(":")[0]
+        for pair in (f"{self.source_lang}-{self.target_lang}", f"{self.target_lang}-{self.source_lang}"):
+            path = os.path.join(data, f"train.{pair}.{self.source_lang}")
+            if os.path.isfile(path + ".idx"):
+                dataset = data_utils.load_indexed_dataset(path, self.src_dict)  # (its sizes live in its mmap)
+                return int(dataset.sizes.max())
+        return None
 
     def translate_documents(self, documents: List[List[str]], context: Optional[int] = None,
                             beam: Optional[int] = None, lenpen: Optional[float] = None,
@@ -65,6 +116,15 @@ class Translator(GeneratorHubInterface):
         from .documents import ContextTranslator
 
         return ContextTranslator(self, context).score(items, batch_size=batch_size)
+
+
+def warn_if_running_text(text: str, lang: str):
+    """A warning (once per place it is called from) when a string given as one sentence holds several."""
+    from fairseq_rope_text.running_text import sentences_of
+
+    if len(sentences_of(text, lang)) > 1:
+        warnings.warn("translate() translates the string as one sentence, but it holds several: "
+                      "translate_text() splits running text into sentences and keeps its layout", stacklevel=3)
 
 
 def _require(path: str, what: str):

@@ -14,6 +14,7 @@ One module per command, each with ``main(argv=None)``, also runnable as ``python
     fairseq-rope-progress        progress.py       a fairseq command's output to its log, progress lines to the terminal
     fairseq-rope-doc-translate   doc_translate.py  documents translated in order, each sentence with its context
     fairseq-rope-contrastive     contrastive.py    a contrastive pronoun test (ContraPro's format) scored in context
+    fairseq-rope-translate       translate.py      plain text of any length -> its translation, the layout kept
 
 Shared helpers live in common.py. The package does not import fairseq_rope (and so fairseq) at
 import time, so that every ``--help`` answers at once; the commands that need it import it when

@@ -28,6 +28,8 @@ COMMANDS = {  # command: module, words its --help must show
                                                      "--output", "--generate-output", "--info-json", "--batch-size"]),
     "fairseq-rope-contrastive": ("contrastive", ["--json", "--text", "--context-text", "--context-lines", "--scores",
                                                  "--out-json", "ContraPro"]),
+    "fairseq-rope-translate": ("translate", ["--model-dir", "--data-bin", "--input", "--output", "--keep-line-breaks",
+                                             "--backend", "sentencex"]),
 }
 
 
@@ -129,6 +131,9 @@ def bad_inputs(tmp):
           "--json", missing, "--text", str(tmp / "t")], ["--json", missing]),
         (["fairseq-rope-contrastive", "--checkpoint", missing, "--data-bin", str(tmp), "--context", "0",
           "--json", str(not_json), "--text", str(tmp / "t")], [str(not_json), "not JSON"]),
+        (["fairseq-rope-translate", "--model-dir", missing, "--data-bin", str(tmp)], ["--model-dir", missing]),
+        (["fairseq-rope-translate", "--model-dir", str(tmp), "--data-bin", str(tmp), "--checkpoint-file", "x.pt"],
+         [str(tmp / "x.pt"), "checkpoint not found"]),
     ]
 
 

@@ -297,3 +297,16 @@ def test_document_bleu_is_sacrebleu_over_joined_documents(tmp_path):
     assert result["document_bleu"] == round(joined.score, 2) and result["n_documents"] == 2
     assert result["chrf"] == round(sacrebleu.corpus_chrf(detok, [refs]).score, 2)
     assert result["document_bleu"] != result["sacrebleu"]
+
+
+def test_running_text_is_one_document_translated_in_context(translator, run):
+    """translate_text on paragraphs of a model trained with context: the text's sentences are one
+    document, each translated with its previous ones (across paragraphs), as translate_documents does."""
+    from fairseq_rope_text.running_text import join_text, split_text
+
+    documents = documents_of(run["raw"])[:3]
+    text = "\n\n".join(" ".join(doc) for doc in documents) + "\n"
+    layout, sentences = split_text(text, "en")
+    assert sentences == [s for doc in documents for s in doc]
+    in_context = translator.hub.translate_documents([sentences])[0]
+    assert translator.hub.translate_text(text) == join_text(layout, in_context)

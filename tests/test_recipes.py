@@ -198,7 +198,20 @@ def test_bad_runs_are_named(recipe, extra, message):
     assert message in proc.stderr
 
 
-def test_python_api_and_interactive_translate_the_test_set_as_evaluate_does(recipe):
+@pytest.fixture(scope="module")
+def api(recipe):
+    """The recipe's RoPE trained until its translations differ between sentences (150 updates), averaged
+    and evaluated: (checkpoint, result)."""
+    work = recipe["work"]
+    env = dict(recipe["env"], ARCH="rope_transformer", RUN_NAME="api", MAX_UPDATE="150", SAVE_INTERVAL_UPDATES="50",
+               AVERAGE_LAST="2", LR="3e-3", WARMUP_UPDATES="20")
+    step("train.sh", env)
+    step("average.sh", env)
+    step("evaluate.sh", env)
+    return work / "checkpoints" / "api" / "checkpoint_avg_last2.pt", json.loads((work / "eval" / "api" / "result.json").read_text())
+
+
+def test_python_api_and_interactive_translate_the_test_set_as_evaluate_does(recipe, api):
     """The API and fairseq-interactive (--bpe recorded, the documented command), given the raw test set,
     return evaluate.sh's translations of the binarized one and the same sacreBLEU, for an averaged
     checkpoint of the recipe trained until its translations differ between sentences."""
@@ -207,13 +220,7 @@ def test_python_api_and_interactive_translate_the_test_set_as_evaluate_does(reci
     from fairseq_rope.hub import load_translator
 
     work = recipe["work"]
-    env = dict(recipe["env"], ARCH="rope_transformer", RUN_NAME="api", MAX_UPDATE="150", SAVE_INTERVAL_UPDATES="50",
-               AVERAGE_LAST="2", LR="3e-3", WARMUP_UPDATES="20")
-    step("train.sh", env)
-    step("average.sh", env)
-    step("evaluate.sh", env)
-    checkpoint = work / "checkpoints" / "api" / "checkpoint_avg_last2.pt"
-    result = json.loads((work / "eval" / "api" / "result.json").read_text())
+    checkpoint, result = api
     evaluated = lines(result["hyps_detok"])
     sources, references = lines(recipe["raw"] / "test.en"), lines(recipe["raw"] / "test.de")
     assert len(set(evaluated)) > 8, evaluated  # trained: outputs differ between inputs
@@ -229,6 +236,57 @@ def test_python_api_and_interactive_translate_the_test_set_as_evaluate_does(reci
     api = mt.translate(sources)
     assert api == evaluated
     assert sacrebleu.corpus_bleu(api, [references]).score == pytest.approx(result["sacrebleu"], abs=0.01)
+
+
+def running_text(raw, words=3000):
+    """A text of the corpus' sentences (train, in order) in paragraphs of 5-20 sentences, some indented, one
+    with a line break inside, blank lines between (two after every third): (text, its sentences)."""
+    sentences, paragraphs, n = [], [], 0
+    pool = lines(raw / "train.en")
+    while sum(len(s.split()) for s in sentences) < words:
+        size = 5 + (7 * len(paragraphs)) % 16
+        chunk = pool[n:n + size]
+        n += size
+        sentences += chunk
+        text = " ".join(chunk)
+        if len(paragraphs) == 1:
+            text = " ".join(chunk[:2]) + "\n" + " ".join(chunk[2:])
+        paragraphs.append(("    " if len(paragraphs) % 4 == 3 else "") + text)
+    return "".join(p + ("\n\n\n" if i % 3 == 2 else "\n\n") for i, p in enumerate(paragraphs)), sentences
+
+
+def test_running_text_translates_sentence_by_sentence_with_the_layout_kept(recipe, api):
+    """fairseq-rope-translate, stdin to stdout, on 3,000 words in paragraphs (far beyond any training
+    length): every paragraph, blank line and indentation in place, each sentence translated as the API
+    translates it alone; a sentence without a boundary, longer than the longest training source, is
+    translated as it is and named in one line."""
+    from fairseq_rope.hub import load_translator
+    from fairseq_rope_text.running_text import join_text, split_text
+
+    checkpoint, _ = api
+    text, sentences = running_text(recipe["raw"])
+    long_one = ", and ".join(s.rstrip(".?!") for s in sentences[:12]) + "."
+    text = text + long_one + "\n"
+    layout, found = split_text(text, "en")
+    assert found == sentences + [long_one]  # the corpus' sentences as the segmenter finds them
+    out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fairseq-rope-translate"), "--model-dir",
+                          str(checkpoint.parent), "--checkpoint-file", checkpoint.name, "--data-bin",
+                          str(recipe["work"] / "data-bin"), "--device", "cpu"],
+                         input=text, capture_output=True, text=True, env=recipe["env"])
+    assert out.returncode == 0, out.stderr[-3000:]
+    mt = load_translator(checkpoint.parent, recipe["work"] / "data-bin", checkpoint_file=checkpoint.name)
+    alone = mt.translate(found)
+    assert out.stdout == join_text(layout, alone)
+    assert [line.strip() == "" for line in out.stdout.split("\n")] == [line.strip() == "" for line in text.split("\n")]
+    assert [len(line) - len(line.lstrip()) for line in out.stdout.split("\n")] == \
+        [len(line) - len(line.lstrip()) for line in text.split("\n")]
+    longest, length = mt.longest_training_source(), len(mt.encode(long_one))
+    assert length > longest
+    assert f"sentence {len(found)} has {length} subwords, more than the longest training source ({longest})" \
+        in out.stderr
+    assert sum("more than the longest training source" in line for line in out.stderr.splitlines()) == 1
+    with pytest.warns(UserWarning, match=r"translates the string as one sentence, but it holds several"):
+        mt.translate(" ".join(sentences[:3]))
 
 
 def test_evaluate_with_ctranslate2_backend(recipe):

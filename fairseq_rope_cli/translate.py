@@ -1,0 +1,148 @@
+"""fairseq-rope-translate: plain text of any length in, its translation out, the layout kept.
+
+    fairseq-rope-translate --model-dir work/sample/checkpoints/rope_transformer --data-bin work/sample/data-bin \
+        < README.txt > README.de.txt
+    fairseq-rope-translate --model-dir work/sample/ct2/rope --backend ctranslate2 --input mail.txt --output mail.de.txt
+
+Each paragraph (a run of non-blank lines) is split into sentences by sentencex (rules for about 300
+languages; a language without rules of its own falls back to a related one's or English's), each
+sentence is turned into model input by the data-bin's recorded preprocessing (preprocessing.json),
+and the sentences of the input are one document: a model trained with context (prepare.sh's
+CONTEXT=K) translates each with its K previous sentences and its own translations of them, a
+sentence-level model one by one, batched. The translations are put back in place: blank lines and
+the first line's indentation of each paragraph as they were, a paragraph's sentences joined by one
+space (--keep-line-breaks: every line translated on its own, its breaks kept). A sentence longer
+than the longest training source (no boundary to split it at) is translated as it is and named in
+one line on stderr. On a terminal, a progress line with the time left.
+
+--model-dir holds the checkpoint (--checkpoint-file; default: checkpoint_avg_last5.pt, the recipe's
+average, where it exists, else checkpoint_best.pt, fairseq's hub default); --backend ctranslate2
+takes a fairseq-rope-ct2 export as --model-dir, with its own dictionaries and record (sentence-level
+models). Input and output are UTF-8; --input/--output default to stdin/stdout.
+"""
+
+import os
+import sys
+import time
+
+from .common import InputError, argument_parser, atomic_output
+
+PROG = "fairseq-rope-translate"
+AVERAGED = "checkpoint_avg_last5.pt"
+
+
+def parse_args(argv=None):
+    ap = argument_parser(PROG, __doc__)
+    ap.add_argument("--model-dir", required=True, help="the checkpoints' directory (or a fairseq-rope-ct2 export)")
+    ap.add_argument("--data-bin", help="the data-bin the model was trained on: dictionaries and preprocessing.json "
+                                       "(backend fairseq)")
+    ap.add_argument("--checkpoint-file", help=f"the checkpoint in --model-dir (default: {AVERAGED} where it "
+                                              "exists, else checkpoint_best.pt)")
+    ap.add_argument("--input", help="UTF-8 text file (default: stdin)")
+    ap.add_argument("--output", help="the translation, written atomically (default: stdout)")
+    ap.add_argument("--keep-line-breaks", action="store_true",
+                    help="translate every line on its own and keep the line breaks inside paragraphs")
+    ap.add_argument("--backend", choices=["fairseq", "ctranslate2"], default="fairseq", help="(default: %(default)s)")
+    ap.add_argument("--beam", type=int, default=4, help="(default: %(default)s)")
+    ap.add_argument("--lenpen", type=float, default=0.6, help="(default: %(default)s)")
+    ap.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
+    ap.add_argument("--device", help="cpu or cuda (default: cuda when torch sees a GPU, else cpu)")
+    return ap.parse_args(argv)
+
+
+def read_text(path):
+    """The input as text: the file (or stdin when ``path`` is None), strictly UTF-8, not empty."""
+    name = path or "stdin"
+    if path is not None:
+        if os.path.isdir(path):
+            raise InputError(PROG, f"--input {path} is a directory; give a text file")
+        if not os.path.isfile(path):
+            raise InputError(PROG, f"--input file not found: {path}")
+        with open(path, "rb") as f:
+            data = f.read()
+    else:
+        data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise InputError(PROG, f"{name}, line {line}: not UTF-8 (byte 0x{data[error.start]:02x}); convert it to "
+                               f"UTF-8, e.g. with iconv -f latin1 -t utf-8") from None
+    if not text.strip():
+        raise InputError(PROG, f"{name} is empty: nothing to translate")
+    return text
+
+
+class Progress:
+    """A progress line on a terminal (stderr), with the time left; nothing elsewhere."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream, self.start, self.shown = stream, time.perf_counter(), False
+
+    def __call__(self, done, total):
+        if not self.stream.isatty() or total < 20:
+            return
+        elapsed = time.perf_counter() - self.start
+        left = elapsed / done * (total - done) if done else 0
+        self.stream.write(f"\r[{PROG}] {done}/{total} sentences, {int(left) // 60}:{int(left) % 60:02d} left ")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self):
+        if self.shown:
+            self.stream.write("\n")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    for flag, value in (("--beam", args.beam), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise InputError(PROG, f"{flag} must be >= 1, got {value}")
+    if not os.path.isdir(args.model_dir):
+        raise InputError(PROG, f"--model-dir directory not found: {args.model_dir}")
+    if args.backend == "fairseq":
+        if not args.data_bin:
+            raise InputError(PROG, "--data-bin is needed with the fairseq backend (the dictionaries and the record)")
+        if not os.path.isdir(args.data_bin):
+            raise InputError(PROG, f"--data-bin directory not found: {args.data_bin}")
+        checkpoint = args.checkpoint_file or (AVERAGED if os.path.isfile(os.path.join(args.model_dir, AVERAGED))
+                                              else "checkpoint_best.pt")
+        if not os.path.isfile(os.path.join(args.model_dir, checkpoint)):
+            raise InputError(PROG, f"checkpoint not found: {os.path.join(args.model_dir, checkpoint)} (--checkpoint-file)")
+    elif args.data_bin or args.checkpoint_file:
+        raise InputError(PROG, "--backend ctranslate2 takes the model, dictionaries and record from --model-dir; "
+                               "leave out --data-bin and --checkpoint-file")
+    text = read_text(args.input)
+    from fairseq_rope.hub import load_translator
+
+    try:
+        if args.backend == "fairseq":
+            mt = load_translator(args.model_dir, args.data_bin, checkpoint_file=checkpoint, beam=args.beam,
+                                 lenpen=args.lenpen, device=args.device)
+        else:
+            mt = load_translator(args.model_dir, backend="ctranslate2", beam=args.beam, lenpen=args.lenpen,
+                                 device=args.device)
+    except (FileNotFoundError, ValueError) as error:
+        raise InputError(PROG, str(error)) from None
+    progress = Progress()
+    start = time.perf_counter()
+    try:
+        if args.backend == "fairseq":
+            translation = mt.translate_text(text, keep_line_breaks=args.keep_line_breaks, batch_size=args.batch_size,
+                                            progress=progress)
+        else:
+            translation = mt.translate_text(text, keep_line_breaks=args.keep_line_breaks, progress=progress)
+    except ValueError as error:
+        raise InputError(PROG, str(error)) from None
+    progress.close()
+    if args.output:
+        with atomic_output(args.output) as f:
+            f.write(translation)
+    else:
+        sys.stdout.write(translation)
+    print(f"[{PROG}] {args.input or 'stdin'} -> {args.output or 'stdout'} in {time.perf_counter() - start:.1f} s",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
