@@ -218,8 +218,6 @@ class ContextTranslator:
                 raise DocumentError(f"{where}: {len(src_ctx)} source context sentences but {len(tgt_ctx)} target "
                                     f"ones (they are pairs)")
             pairs = list(zip(src_ctx, tgt_ctx))
-            while pairs and not pairs[0][0].strip() and not pairs[0][1].strip():
-                pairs.pop(0)
             pairs = pairs[max(0, len(pairs) - self.context):] if self.context else []
             prefix = self._prefix([self.target_ids(t) for _, t in pairs])
             encoded.append((self._source([self.source_ids(s) for s, _ in pairs], self.source_ids(src), where), prefix,
@@ -231,8 +229,8 @@ class ContextTranslator:
         """Log-probability (natural log) of each target sentence (its tokens and the end of
         sentence) given its source and the contexts: items are (source context, target context,
         source, target), contexts oldest first, the i-th sentences of the two a pair; only the last
-        ``context`` pairs are used. Leading pairs empty on both sides stand for no sentence (ContraPro's
-        context files pad with them) and are left out; any other empty sentence keeps its separators."""
+        ``context`` pairs are used. An empty sentence is a sentence: it keeps its separators, as in
+        training (ContraPro's padding of its context files is taken out by fairseq-rope-contrastive)."""
         encoded = self.score_inputs(items)
         scores = [0.0] * len(encoded)
         order = sorted(range(len(encoded)), key=lambda n: len(encoded[n][2]))

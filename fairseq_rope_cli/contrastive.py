@@ -25,7 +25,7 @@ import json
 import os
 import sys
 
-from fairseq_rope_text.documents import DocumentError, contrastive_accuracy, distance_order
+from fairseq_rope_text.documents import DocumentError, contrastive_accuracy, distance_order, without_padding
 
 from .common import (InputError, add_model_arguments, argument_parser, load_model, model_preprocessing, read_lines,
                      write_json, write_lines)
@@ -112,7 +112,7 @@ def main(argv=None):
                   f"{args.context_lines}: each line is scored with those", file=sys.stderr)
     hub = load_model(args, PROG, record)
     src, tgt = args.source_lang, args.target_lang
-    items = [(contexts[src][i], contexts[tgt][i], text[src][i], text[tgt][i]) for i in range(n_lines)]
+    items = [(*without_padding(contexts[src][i], contexts[tgt][i]), text[src][i], text[tgt][i]) for i in range(n_lines)]
     try:
         scores = ContextTranslator(hub, args.context).score(items, batch_size=args.batch_size)
     except DocumentError as error:

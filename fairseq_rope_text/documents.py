@@ -62,6 +62,17 @@ def in_context(sentences: Sequence[str], spans: Sequence[Tuple[int, int]], k: in
     return out
 
 
+def without_padding(source_context: Sequence[str], target_context: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """The context sentences of a ContraPro line without the padding its context files begin with where a
+    document has fewer previous sentences (json2text_and_context.pl writes empty lines there): leading
+    pairs empty on both sides are no sentence. Any other empty line stays a sentence."""
+    start = 0
+    while start < min(len(source_context), len(target_context)) and not source_context[start].strip() \
+            and not target_context[start].strip():
+        start += 1
+    return list(source_context[start:]), list(target_context[start:])
+
+
 def distance_order(distances):
     """Antecedent distances as contrastive_accuracy names them ("0", "1", ..., ">3"), in order."""
     return sorted(distances, key=lambda d: (d == ">3", d))

@@ -20,7 +20,7 @@ from conftest import run_main, untrained_checkpoint
 from fairseq_rope.documents import ContextTranslator
 from fairseq_rope.hub import load_translator
 from fairseq_rope_cli import doc_translate, prep
-from fairseq_rope_text.documents import DocumentError
+from fairseq_rope_text.documents import DocumentError, without_padding
 from fairseq_rope_text.preprocessing import Preprocessing
 
 SEP = "<sep>"
@@ -131,18 +131,20 @@ def test_scoring_feeds_each_sentence_as_training_wrote_it_on_both_sides(data, k)
 
 
 def test_scoring_keeps_context_sentences_in_pairs(data):
-    """An empty context sentence on one side only stays a sentence on both (with its separators); leading
-    pairs empty on both sides are ContraPro's padding (no sentence there) and are left out."""
+    """An empty context sentence, on one side or both, stays a sentence on both (with its separators), as
+    in training; only ContraPro's padding (leading lines empty on both sides) is no sentence."""
     translator = translator_for(data, 2)
     d = translator.src_dict
-    (one_side, _, target_ids), (padded, _, _) = translator.score_inputs([
+    (one_side, _, target_ids), (both, _, both_target) = translator.score_inputs([
         (["", "a0"], ["t0x0", "t0x1"], "b", "c"),
-        (["", "", "a0"], ["", "", "t0x1"], "b", "c")])
-    assert one_side == d.encode_line(f" {SEP} a0 {SEP} b", add_if_not_exist=False).tolist()
+        (["", "a0"], ["", "t0x1"], "b", "c")])
+    assert one_side == both == d.encode_line(f" {SEP} a0 {SEP} b", add_if_not_exist=False).tolist()
     assert target_ids == d.encode_line(f"t0x0 {SEP} t0x1 {SEP} c", add_if_not_exist=False).tolist()
-    assert padded == d.encode_line(f"a0 {SEP} b", add_if_not_exist=False).tolist()
+    assert both_target == d.encode_line(f" {SEP} t0x1 {SEP} c", add_if_not_exist=False).tolist()
     with pytest.raises(DocumentError, match="2 source context sentences but 1 target"):
         translator.score_inputs([(["a0", "a1"], ["t0x0"], "b", "c")])
+    assert without_padding(["", "", "a0", "", "a1"], ["", "", "t0", "", "t1"]) == (["a0", "", "a1"], ["t0", "", "t1"])
+    assert without_padding(["", "a0"], ["t", "t0"]) == (["", "a0"], ["t", "t0"])
 
 
 def test_no_empty_translation_after_a_forced_context(data):

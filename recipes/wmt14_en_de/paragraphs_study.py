@@ -100,6 +100,9 @@ def main(argv=None):
         f.write("\n")
     print(text)
     try:
+        import logging
+
+        logging.getLogger("matplotlib").setLevel(logging.WARNING)  # (fairseq's logging would print its font search)
         import matplotlib
 
         matplotlib.use("Agg")
@@ -109,8 +112,8 @@ def main(argv=None):
         return
     fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.4), sharey=True, squeeze=False)
     for ax, (run, rows) in zip(axes[0], results.items()):
-        for way, row in rows.items():
-            ax.plot(list(counts), [row[k] for k in counts], marker="o", label=way)
+        for (way, row), (style, marker) in zip(rows.items(), (("-", "o"), ("--", "x"), (":", "s"))):
+            ax.plot(list(counts), [row[k] for k in counts], linestyle=style, marker=marker, markersize=8, label=way)
         ax.set_title(run, fontsize=10)
         ax.set_xlabel("sentences per paragraph")
         ax.grid(alpha=0.3)
