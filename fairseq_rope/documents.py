@@ -41,20 +41,34 @@ def join_segments(segments: Sequence[List[int]], separator_index: int) -> List[i
     return out
 
 
-class NoEmptySegment(EnsembleModel):
-    """fairseq's ensemble whose next-token log-probabilities forbid the end of sentence at the first
-    step and right after a separator: every sentence's translation has at least one token, as fairseq's
-    --min-len 1 means it for a sentence alone (fairseq applies min_len only when no prefix is forced)."""
+class SentenceLengthLimits(EnsembleModel):
+    """fairseq's ensemble with fairseq's length limits for each sentence after its own forced prefix, as
+    fairseq-generate gives them to a sentence alone: at least one token (--min-len 1; fairseq applies
+    min_len only when no prefix is forced), so the end of sentence is forbidden at the first step and
+    right after a separator; and at most ``max_len_b`` tokens after the prefix (fairseq has one limit
+    for the batch, which its longest prefix would set for every row). ``limits``: per row of the batch,
+    the step at which the end of sentence is forced (prefix length + max_len_b); fairseq's beam
+    reorderings are applied to them (reorder_encoder_out)."""
 
-    def __init__(self, models, separator_index: int, eos_index: int):
+    def __init__(self, models, separator_index: int, eos_index: int, limits: torch.Tensor):
         super().__init__(models)
-        self.separator_index, self.eos_index = separator_index, eos_index
+        self.separator_index, self.eos_index, self.limits = separator_index, eos_index, limits
+
+    def reorder_encoder_out(self, encoder_outs, new_order):
+        self.limits = self.limits.to(new_order.device)[new_order]
+        return super().reorder_encoder_out(encoder_outs, new_order)
 
     def forward_decoder(self, tokens, encoder_outs, incremental_states, temperature: float = 1.0):
         lprobs, attn = super().forward_decoder(tokens, encoder_outs, incremental_states, temperature)
-        # tokens: (batch * beam, step + 1), the start </s> first
-        starts = tokens[:, -1].eq(self.separator_index) | (tokens.size(1) == 1)
+        # tokens: (batch * beam, step + 1), the start </s> first; one row per entry of self.limits
+        step = tokens.size(1) - 1
+        starts = tokens[:, -1].eq(self.separator_index) | (step == 0)
         lprobs[starts, self.eos_index] = -math.inf
+        ends = self.limits.le(step)
+        if bool(ends.any()):
+            eos = lprobs[ends, self.eos_index]
+            lprobs[ends] = -math.inf
+            lprobs[ends, self.eos_index] = eos
         return lprobs, attn
 
 
@@ -125,12 +139,15 @@ class ContextTranslator:
         return join_segments(context, self.separator["target"]) + [self.separator["target"]] if context else []
 
     # --- translation -------------------------------------------------------------------------
-    def _generator(self, beam: int, lenpen: float, max_len_b: int):
-        """fairseq's beam search. With a forced prefix its first step keeps one hypothesis (the
-        others score -inf), so the beam spreads from the prefix's end as from a first step."""
-        models = NoEmptySegment(self.hub.models, self.separator.get("target", -1), self.tgt_dict.eos())
+    def _generator(self, beam: int, lenpen: float, max_len_b: int, prefix_lengths: Sequence[int]):
+        """fairseq's beam search for rows with forced prefixes of ``prefix_lengths`` (in the sample's
+        row order), each allowed 1 to ``max_len_b`` tokens after its prefix. With a forced prefix the
+        first step keeps one hypothesis (the others score -inf), so the beam spreads from the prefix's
+        end as from a first step."""
+        limits = torch.tensor([n + max_len_b for n in prefix_lengths], dtype=torch.long)
+        models = SentenceLengthLimits(self.hub.models, self.separator.get("target", -1), self.tgt_dict.eos(), limits)
         return SequenceGenerator(models, self.tgt_dict, beam_size=beam, len_penalty=lenpen, max_len_a=0,
-                                 max_len_b=max_len_b)
+                                 max_len_b=max_len_b + max(prefix_lengths))
 
     def _collate(self, sources: List[List[int]], targets: Optional[List[List[int]]] = None):
         """fairseq's batch of the given ids (rows sorted by source length; ``sample["id"]`` says whose)."""
@@ -162,7 +179,7 @@ class ContextTranslator:
             for row, n in enumerate(order):
                 prefix[row, :len(items[n][1])] = torch.tensor(items[n][1], dtype=torch.long)
             prefix = prefix.to(self.device)
-        generator = self._generator(beam, lenpen, max_len_b + longest)
+        generator = self._generator(beam, lenpen, max_len_b, [len(items[n][1]) for n in order])
         with torch.no_grad():
             hypos = generator.generate(self.hub.models, sample, prefix_tokens=prefix)
         out: List[Tuple[List[int], float]] = [([], 0.0)] * len(items)

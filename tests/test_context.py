@@ -180,3 +180,46 @@ def test_a_context_that_contradicts_the_record_is_refused(data, tmp_path):
     assert out.returncode == 1
     assert f"context 1, but the record has 2 (the model was trained with it)" in out.stderr
     assert str(dirs[2] / "preprocessing.json") in out.stderr
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_batched_translation_equals_one_sentence_at_a_time(data, k):
+    """Translations and scores do not depend on the batch: each row gets fairseq's length limits after its
+    own forced prefix (the untrained model runs into the limit of 4 tokens, where a batch's longest prefix
+    would give shorter prefixes more), and results go back to their own sentences."""
+    translator = translator_for(data, k)
+    src, _ = documents_for(k)
+    batched = translator.translate_documents_ids(src, max_len_b=4, batch_size=64)
+    alone = translator.translate_documents_ids(src, max_len_b=4, batch_size=1)
+    assert [[ids for ids, _ in doc] for doc in batched] == [[ids for ids, _ in doc] for doc in alone]
+    assert [s for doc in batched for _, s in doc] == pytest.approx([s for doc in alone for _, s in doc], abs=1e-5)
+    assert max(len(ids) for doc in batched for ids, _ in doc) <= 4
+
+
+def test_scores_are_the_sentences_log_probabilities_in_any_batch(data):
+    """score() sums the log-probabilities of the sentence and its end of sentence only (not its context),
+    computed here with one forward pass of the model per item, and each item's score is its own in a
+    batch as alone."""
+    translator = translator_for(data, 2)
+    src, tgt = documents_for(2)
+    items = [(src[d][:i], tgt[d][:i], src[d][i], tgt[d][i]) for d in range(len(src)) for i in range(len(src[d]))]
+    batched = translator.score(items, batch_size=64)
+    assert batched == pytest.approx([translator.score([item], batch_size=1)[0] for item in items], abs=1e-4)
+    model = translator.hub.models[0]
+    by_hand = []
+    for (source, prefix, target), (_, _, _, sentence) in zip(translator.score_inputs(items), items):
+        previous = [translator.tgt_dict.eos()] + target[:-1]
+        with torch.no_grad():
+            logits, _ = model(torch.tensor([source]), torch.tensor([len(source)]), torch.tensor([previous]))
+        lprobs = torch.log_softmax(logits.float(), dim=-1)[0].gather(-1, torch.tensor(target)[:, None])[:, 0]
+        assert len(target) - len(prefix) == len(sentence.split()) + 1
+        by_hand.append(lprobs[len(prefix):].sum().item())
+    assert batched == pytest.approx(by_hand, abs=1e-4)
+
+
+def test_a_translation_is_what_follows_the_last_separator():
+    from fairseq_rope.documents import last_segment
+
+    assert last_segment([5, 9, 6, 9, 7, 8], 9) == [7, 8]
+    assert last_segment([5, 6], 9) == [5, 6]
+    assert last_segment([5, 9], 9) == []

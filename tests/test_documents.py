@@ -120,7 +120,7 @@ def test_a_forced_prefix_leaves_the_beam_its_distinct_hypotheses(translator, run
     outputs = translator.translate_documents_ids([doc[:3]])[0]
     source = translator._source([translator.source_ids(s) for s in doc[:2]], translator.source_ids(doc[2]), "test")
     prefix = translator._prefix([ids for ids, _ in outputs[:2]])
-    generator = translator._generator(4, 0.6, 200 + len(prefix))
+    generator = translator._generator(4, 0.6, 200, [len(prefix)])
     with torch.no_grad():
         hypos = generator.generate(translator.hub.models, translator._collate([source]),
                                    prefix_tokens=torch.tensor([prefix]))[0]
