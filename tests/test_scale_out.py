@@ -239,8 +239,12 @@ def test_rank_killed_mid_training_stops_the_others_and_the_rerun_resumes_to_the_
     assert time.time() - killed_at < 60  # rank 0 does not wait for its peer for long
     stderr = proc.stderr.read()
     assert "a training process failed" in stderr and f"{save}/train.rank*.log" in stderr
-    ps = subprocess.run(["ps", "-o", "stat=,cmd=", "-g", str(proc.pid)], capture_output=True, text=True).stdout
-    running = [line for line in ps.splitlines() if line.strip() and not line.lstrip().startswith("Z")]  # not exited
+    for _ in range(100):  # a process already exiting (no command line left) gets 10 s to be gone
+        ps = subprocess.run(["ps", "-o", "stat=,cmd=", "-g", str(proc.pid)], capture_output=True, text=True).stdout
+        running = [line for line in ps.splitlines() if line.strip() and not line.lstrip().startswith("Z")]  # not exited
+        if not running:
+            break
+        time.sleep(0.1)
     assert not running, f"processes of the failed run still running: {running}"
     killed = updates_of_any(save)
     assert 5 <= killed < 20
