@@ -10,7 +10,6 @@ every two), not with the code under test. Tiny untrained models: token ids, not 
 """
 
 import collections
-import dataclasses
 
 import pytest
 import torch
@@ -178,7 +177,7 @@ def test_a_context_that_contradicts_the_record_is_refused(data, tmp_path):
     out = run_main(doc_translate.main, "--checkpoint", checkpoint, "--data-bin", dirs[2], "--context", 1,
                    "--input", tmp_path / "in.src", "--docids", tmp_path / "docids")
     assert out.returncode == 1
-    assert f"context 1, but the record has 2 (the model was trained with it)" in out.stderr
+    assert "context 1, but the record has 2 (the model was trained with it)" in out.stderr
     assert str(dirs[2] / "preprocessing.json") in out.stderr
 
 
