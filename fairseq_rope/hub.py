@@ -102,8 +102,8 @@ class Translator(GeneratorHubInterface):
                             batch_size: int = 32) -> List[List[str]]:
         """Each document (a list of sentences) translated in order, every sentence with up to
         ``context`` previous source sentences and the model's own previous translations as context,
-        as the model was trained (default: the record's ``CONTEXT``; 0: sentence by sentence through
-        the same code); fairseq_rope.documents.ContextTranslator."""
+        as the model was trained (the record's ``CONTEXT``; a ``context`` given must be the same; a
+        sentence-level model: sentence by sentence through the same code); fairseq_rope.documents.ContextTranslator."""
         from .documents import ContextTranslator
 
         return ContextTranslator(self, context).translate_documents(

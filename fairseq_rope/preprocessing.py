@@ -13,6 +13,7 @@ what it tells is applied, said in one line with the command that writes the reco
 """
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -43,6 +44,10 @@ class RecordedPreprocessing:
         path = cfg.preprocessing or str(cfg.task_data).split(":")[0]  # (data shards a:b:c share a record)
         record = (preprocessing.read(path) if os.path.isfile(path) else
                   preprocessing.resolve(path, cfg.task_source_lang, cfg.task_target_lang))
+        if record.context:
+            print(f"[fairseq-rope] {record.origin}: the model was trained with {record.context} sentences of context; "
+                  f"fairseq's commands translate each line without them: use fairseq-rope-doc-translate or "
+                  f"fairseq-rope-translate", file=sys.stderr)
         self._use(record, cfg.task_source_lang, cfg.task_target_lang)
 
     @classmethod

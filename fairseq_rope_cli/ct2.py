@@ -55,7 +55,8 @@ def parse_args(argv=None):
     ap.add_argument("--list-quantizations", action=ListQuantizations,
                     help="print the accepted --quantization values, one per line, and exit")
     ap.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt), e.g. checkpoint_avg_last5.pt")
-    ap.add_argument("--data-bin", required=True, help="the fairseq-preprocess directory it was trained on (dictionaries)")
+    ap.add_argument("--data-bin", required=True, help="the fairseq-preprocess directory it was trained on (dictionaries "
+                                                      "and preprocessing.json, both copied into the export)")
     ap.add_argument("--output-dir", required=True, help="the CTranslate2 model directory to write")
     ap.add_argument("--quantization", choices=QUANTIZATIONS, help="weight type saved (default: float32)")
     subwords = ap.add_mutually_exclusive_group()

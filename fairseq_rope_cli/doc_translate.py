@@ -41,7 +41,7 @@ def parse_args(argv=None):
     ap = argument_parser(PROG, __doc__)
     add_model_arguments(ap)
     ap.add_argument("--input", required=True, help="raw source text, one sentence per line")
-    ap.add_argument("--docids", help="document id of each line of --input (required with --context > 0)")
+    ap.add_argument("--docids", help="document id of each line of --input (required for a model trained with context)")
     ap.add_argument("--output", help="translations, one per line of --input (default: stdout)")
     ap.add_argument("--generate-output", help="also write them as fairseq-generate prints them")
     ap.add_argument("--info-json", help="also write timing and counts as JSON")
