@@ -65,6 +65,7 @@ import multiprocessing
 import os
 import re
 import sys
+from functools import lru_cache
 
 from fairseq_rope_text import preprocessing
 from fairseq_rope_text.documents import SEPARATOR, DocumentError, document_spans, in_context
@@ -83,8 +84,14 @@ def _work(job):
         return [moses_tokenize(line, lang) for line in lines]
     if mode == "detokenize":
         return [moses_detokenize(line, lang) for line in lines]
-    pre = preprocessing.read(record)  # subwords: the record's own step
+    pre = _read_record(record)  # subwords: the record's own step
     return [pre.split(line, lang) for line in lines]
+
+
+@lru_cache(maxsize=None)
+def _read_record(path):
+    """The record, read once per worker process (not once per chunk of lines)."""
+    return preprocessing.read(path)
 
 
 def _chunks(path, mode, lang, record):
@@ -185,12 +192,24 @@ def add_parallel_files(parser, src_help, tgt_help):
     parser.add_argument("--out-tgt", required=True)
 
 
-def run_moses(args):
+def add_line_files(parser, input_help):
+    """-i, -o and --workers of a subcommand that processes a text file line by line (process_file)."""
+    parser.add_argument("-i", "--input", required=True, help=input_help)
+    parser.add_argument("-o", "--output", required=True, help="output file (written atomically)")
+    parser.add_argument("--workers", type=int, default=1, help="processes (default: %(default)s)")
+
+
+def check_line_files(args):
+    """add_line_files' options: the input exists, the output is another file, at least one worker."""
     need_file(args.input, "-i")
     if os.path.abspath(args.input) == os.path.abspath(args.output):
         raise InputError(PROG, f"-o must differ from -i ({args.input})")
     if args.workers < 1:
         raise InputError(PROG, f"--workers must be >= 1, got {args.workers}")
+
+
+def run_moses(args):
+    check_line_files(args)
     n, empty = process_file(args.cmd, args.lang, args.input, args.output, args.workers)
     note = (f" ({len(empty)} empty, kept so that lines stay aligned: line {', '.join(map(str, empty[:5]))}"
             f"{', ...' if len(empty) > 5 else ''})") if empty else ""
@@ -283,11 +302,7 @@ def run_spm_train(args):
 
 
 def run_subwords(args):
-    need_file(args.input, "-i")
-    if os.path.abspath(args.input) == os.path.abspath(args.output):
-        raise InputError(PROG, f"-o must differ from -i ({args.input})")
-    if args.workers < 1:
-        raise InputError(PROG, f"--workers must be >= 1, got {args.workers}")
+    check_line_files(args)
     try:
         record = preprocessing.read(args.record)
         record.split("", args.lang)  # a language the record has no vocabulary for is named now
@@ -387,9 +402,7 @@ def main(argv=None):
                        ("detokenize", "Moses detokenization, the inverse of tokenize")):
         p = sub.add_parser(name, help=help, description=help)
         p.add_argument("--lang", required=True, help="ISO code: en, de, ...")
-        p.add_argument("-i", "--input", required=True, help="text file, one sentence per line")
-        p.add_argument("-o", "--output", required=True, help="output file (written atomically)")
-        p.add_argument("--workers", type=int, default=1, help="processes (default: %(default)s)")
+        add_line_files(p, "text file, one sentence per line")
         p.set_defaults(run=run_moses)
     p = sub.add_parser("clean", help="drop pairs by length and length ratio (Moses clean-corpus-n)",
                        description="Drops sentence pairs by length and length ratio (Moses clean-corpus-n rules).")
@@ -424,9 +437,7 @@ def main(argv=None):
                                    "the vocabulary filter of --lang, or its sentencepiece model).")
     p.add_argument("--record", required=True, help="a preprocessing.json, or the directory holding it")
     p.add_argument("--lang", required=True, help="the language of the text (its subword vocabulary)")
-    p.add_argument("-i", "--input", required=True, help="pretokenized text, one sentence per line")
-    p.add_argument("-o", "--output", required=True, help="output file (written atomically)")
-    p.add_argument("--workers", type=int, default=1, help="processes (default: %(default)s)")
+    add_line_files(p, "pretokenized text, one sentence per line")
     p.set_defaults(run=run_subwords)
     p = sub.add_parser("record", help="write a preprocessing record (preprocessing.json) and copy its files",
                        description="Writes DIR/preprocessing.json, the record every way into a model reads, and "
