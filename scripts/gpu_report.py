@@ -52,7 +52,16 @@ def parse_args(argv=None):
                    help="binarized sample data for the training check (prepared when missing)")
     p.add_argument("--train-updates", type=int, default=300, help="updates of each fp16/amp run (default: 300)")
     p.add_argument("--repeats", type=int, default=6, help="benchmark rounds at base size (big: half; default: 6)")
-    return p.parse_args(argv)
+    p.add_argument("--sizes", default=",".join(SIZES), help=f"comma-separated benchmark sizes (default: {','.join(SIZES)})")
+    p.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated benchmark dtypes (default: {','.join(DTYPES)})")
+    args = p.parse_args(argv)
+    for flag, value, allowed in (("--sizes", args.sizes, SIZES), ("--dtypes", args.dtypes, DTYPES)):
+        chosen = [v for v in value.split(",") if v]
+        unknown = [v for v in chosen if v not in allowed]
+        if not chosen or unknown:
+            p.error(f"{flag} {value!r}: expected a comma-separated subset of {', '.join(allowed)}")
+        setattr(args, flag[2:], chosen)
+    return args
 
 
 def run(name, command, work_dir, env=None):
@@ -84,8 +93,10 @@ def main(argv=None):
     ok, seconds = run("test_cuda", [py, "-m", "pytest", "-q", "tests/test_cuda.py"], args.work_dir)
     report["steps"]["test_cuda"] = {"ok": ok, "seconds": round(seconds)}
 
-    for size, size_args in SIZES.items():
-        for dtype in DTYPES:
+    write(report, args.out_dir)  # each step's result is on disk as soon as it is known
+    for size in args.sizes:
+        size_args = SIZES[size]
+        for dtype in args.dtypes:
             name = f"benchmark_{size}_{dtype}"
             out = os.path.join(args.work_dir, f"{name}.json")
             repeats = args.repeats if size == "base" else max(2, args.repeats // 2)
@@ -107,6 +118,7 @@ def main(argv=None):
                     "train_tflops": {m: bench["results"][m].get("train_tflops") for m in ("baseline", "rope")},
                     "rope_train_tokens_per_s": rope["train_tokens_per_s"],
                     "rope_gen_sentences_per_s": rope["gen_sentences_per_s"]}
+            write(report, args.out_dir)
 
     if not os.path.exists(os.path.join(args.data_bin, "dict.en.txt")):
         env = {"WORK_DIR": os.path.dirname(args.data_bin), "RAW_DIR": os.path.join(REPO, "recipes", "wmt14_en_de", "sample"),
