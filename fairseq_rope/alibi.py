@@ -81,4 +81,4 @@ class ALiBiTransformerModel(EncodingTransformerModel):
     encoding = ALiBi
 
 
-register_architectures("alibi_transformer", ALiBi)
+register_architectures(ALiBiTransformerModel)

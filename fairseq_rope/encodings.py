@@ -4,27 +4,33 @@ The path from ``--arch`` to the hooks: an architecture (``rope_transformer_wmt_e
 class registered by :func:`register_architectures`, an :class:`EncodingTransformerModel` whose
 ``encoding`` is the encoding's options class. Building the model writes the options' defaults into the
 args, refuses the fairseq features the encoding declares it cannot run with, and makes the options
-object once (``cfg.position_encoding``). fairseq's encoder and decoder (:class:`Encoder`,
-:class:`Decoder`) then ask it, through fairseq's own ``build_self_attention`` hook of every layer,
-for the layer's self-attention (:class:`~fairseq_rope.self_attention.SelfAttention` or its subclass
-with the encoding's hooks), and for what the stack itself holds:
+object from the args. fairseq's encoder and decoder (:class:`Encoder`, :class:`Decoder`) are given it
+as an argument and pass it to their layers, which ask it, through fairseq's own
+``build_self_attention`` hook, for the layer's self-attention
+(:class:`~fairseq_rope.self_attention.SelfAttention` or its subclass with the encoding's hooks). The
+stack asks it for what the stack itself holds:
 
   * :meth:`PositionEncoding.build_position_bias`: a logit bias shared by the layers of a stack (T5's
     table, ALiBi's slopes; encodings subclassing :class:`StackBias`), a module of the encoder or
     decoder that each layer's :class:`StackBiasAttention` evaluates for its own queries and keys;
+  * :attr:`PositionEncoding.stack_buffers`: state the stack saves with the model (RoPE's recorded
+    training length), completed with its initial value in checkpoints saved without it;
   * :meth:`PositionEncoding.forward_inputs`: what the self-attentions need at each forward (RoPE's
-    random positions and per-sentence factors), given to every self-attention of the stack as its
-    ``forward_inputs``; :meth:`PositionEncoding.encoder_outputs` passes some of it on to the decoder;
-  * :meth:`PositionEncoding.register_buffers` / :meth:`PositionEncoding.upgrade_state_dict`: state the
-    stack saves (RoPE's recorded training length).
+    random positions and per-sentence factors), passed to every layer's forward as its
+    ``position_inputs`` argument, which the layer gives its self-attention for that call; the
+    inputs named in :attr:`PositionEncoding.encoder_output_keys` are passed on to the decoder in the
+    encoder's output.
 
 Everything else is fairseq's: embeddings, cross-attention, layer norms, incremental decoding,
-checkpoints, LayerDrop and activation checkpointing. There are no additive position embeddings unless
-``--add-token-positional-embeddings``. An encoding is one module: its options (a frozen dataclass
-subclassing :class:`PositionEncoding`, field ``x`` the flag ``--<prefix>-x``), its attention term and
-its registration; it imports from this scaffold only.
+checkpoints, LayerDrop and activation checkpointing (which runs a layer's forward again in the backward
+with the arguments of its first run, position inputs included). There are no additive position
+embeddings unless ``--add-token-positional-embeddings``. An encoding is one module: its options (a
+frozen dataclass subclassing :class:`PositionEncoding`, field ``x`` the flag ``--<prefix>-x``), its
+attention term and its registration; it imports from this scaffold only.
 """
 
+import argparse
+import contextlib
 import dataclasses
 import logging
 import os
@@ -35,7 +41,7 @@ from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
 import torch
 from torch import Tensor, nn
 from fairseq.distributed import fsdp_wrap
-from fairseq.models import register_model_architecture
+from fairseq.models import MODEL_REGISTRY, register_model_architecture
 from fairseq.models.transformer import (
     TransformerDecoderBase,
     TransformerEncoderBase,
@@ -76,10 +82,15 @@ class PositionEncoding:
     title: ClassVar[str]  # of the flags' group in --help
     # fairseq features (args names) the encoding cannot run with, and why: refused when the model is built
     refused_features: ClassVar[Dict[str, str]] = SELF_ATTENTION_ONLY
-    # why CTranslate2 cannot run the encoding (fairseq-rope-ct2 refuses it saying so), or None
-    ctranslate2_refusal: ClassVar[Optional[str]] = None
-    # the names under which encoder_outputs() puts tensors in the encoder's output
+    # state each stack saves with the model: buffer name -> its value before training (and in
+    # checkpoints saved without it)
+    stack_buffers: ClassVar[Dict[str, Callable[[], Tensor]]] = {}
+    # the forward inputs of the encoder (batch-first tensors, or None) that the decoder reads from the
+    # encoder's output, reordered with the beams
     encoder_output_keys: ClassVar[Tuple[str, ...]] = ()
+    # settings for tiny models (a few tokens, d = 32), as the tests build every encoding: variant name ->
+    # flags; empty: one variant, the encoding's defaults
+    tiny_model_variants: ClassVar[Dict[str, Tuple[str, ...]]] = {}
 
     def fail(self, field: str, what: str):
         raise ValueError(f"--{self.prefix}-{field.replace('_', '-')} {what}; got {getattr(self, field)!r}")
@@ -88,7 +99,8 @@ class PositionEncoding:
 
     @classmethod
     def add_args(cls, parser):
-        group = parser.add_argument_group(cls.title)
+        # fairseq gives models a group of its parser: the flags join it (argparse deprecates nested groups)
+        group = parser.add_argument_group(cls.title) if isinstance(parser, argparse.ArgumentParser) else parser
         for field in dataclasses.fields(cls):
             flag = f"--{cls.prefix}-{field.name.replace('_', '-')}"
             help = f"{field.metadata['help']} (default: {field.metadata.get('default', field.default)})"
@@ -116,14 +128,13 @@ class PositionEncoding:
     @classmethod
     def from_args(cls, args) -> "PositionEncoding":
         """The options of fairseq's ``args`` (``args.<prefix>_*``; a missing one, as in checkpoints saved
-        before the option existed, takes its default), checked against the model's sizes."""
-        options = cls(**{field.name: getattr(args, f"{cls.prefix}_{field.name}", None) for field in
-                         dataclasses.fields(cls) if getattr(args, f"{cls.prefix}_{field.name}", None) is not None})
-        options.check_model(args)
-        return options
+        before the option existed, takes its default)."""
+        return cls(**{field.name: getattr(args, f"{cls.prefix}_{field.name}", None) for field in
+                      dataclasses.fields(cls) if getattr(args, f"{cls.prefix}_{field.name}", None) is not None})
 
     def check_model(self, args):
-        """Checks the options against the model's other settings (``args``): nothing here."""
+        """Checks the options against the model's other settings (``args``), once per model built:
+        nothing here."""
 
     # ---- what the layers and the stacks hold ----
 
@@ -135,22 +146,11 @@ class PositionEncoding:
         """The module of a logit bias shared by the layers of a stack, or None (see :class:`StackBias`)."""
         return None
 
-    def register_buffers(self, coder: nn.Module):
-        """State the encoder or decoder saves with the model: none here."""
-
-    def upgrade_state_dict(self, coder: nn.Module, state_dict: Dict[str, Tensor], name: str):
-        """Completes the state of ``coder`` (key prefix ``name``) in a checkpoint saved without it."""
-
     # ---- each forward ----
 
     def forward_inputs(self, coder: nn.Module, tokens: Tensor, encoder_out: Optional[dict] = None) -> Dict[str, Any]:
         """What every self-attention of ``coder`` needs for this forward, from its input ``tokens`` (B x T)
         and, in the decoder, the encoder's output (the encoder: None). Nothing here."""
-        return {}
-
-    def encoder_outputs(self, inputs: Dict[str, Any]) -> Dict[str, Tensor]:
-        """Batch-first tensors of the encoder's forward inputs that the decoder needs as well: added to
-        the encoder's output under their names, reordered with the beams. None here."""
         return {}
 
 
@@ -171,8 +171,8 @@ class StackBiasAttention(SelfAttention):
     """Self-attention whose logits get its stack's bias (T5, ALiBi), evaluated for its own queries
     and keys: in training in every layer that runs, and again when activation checkpointing recomputes
     one (so that the gradient reaches T5's table from each layer); without gradients (translation,
-    validation) once per forward of the stack, for all its layers (``forward_inputs["stack_bias"]``, a
-    cache the stack makes anew at each such forward)."""
+    validation) once per forward of the stack, for all its layers (``inputs["stack_bias"]``, a cache
+    the stack makes anew at each such forward)."""
 
     stack_bias: Optional[Callable[[int, int, int], Tensor]] = None  # the stack's module, see use_stack_bias
 
@@ -181,11 +181,11 @@ class StackBiasAttention(SelfAttention):
         a submodule, so that the bias is a parameter of the stack only (saved once, updated once)."""
         self.stack_bias = position_bias.forward
 
-    def position_logits(self, q: Tensor, past: int, S: int) -> Tensor:
+    def position_logits(self, q: Tensor, past: int, S: int, inputs: Dict[str, Any]) -> Tensor:
         if self.stack_bias is None:
             raise RuntimeError(f"{type(self).__name__} is a layer of an encoder or decoder that owns its position "
                                "bias; built alone it has none")
-        cache, key = self.forward_inputs.get("stack_bias"), (past, q.size(2), S)
+        cache, key = inputs.get("stack_bias"), (past, q.size(2), S)
         if cache is None:
             return self.stack_bias(*key)
         if key not in cache:
@@ -207,51 +207,86 @@ def wrap_layer(layer, cfg):
     return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
 
 
-class EncoderLayer(TransformerEncoderLayerBase):
+class EncodingLayer:
+    """What the encoder's and the decoder's layers add to fairseq's: the self-attention the encoding
+    builds (fairseq's ``build_self_attention`` hook), and this forward's position inputs as an argument
+    of the layer's forward. fairseq's layer calls its self-attention with fixed arguments, so the layer
+    gives them to it for the duration of that call (``SelfAttention.position_inputs``); activation
+    checkpointing's second run of the layer, in the backward, is called with the same arguments."""
+
+    def forward(self, *args, position_inputs: Optional[Dict[str, Any]] = None, **kwargs):
+        self.self_attn.position_inputs = position_inputs
+        try:
+            return super().forward(*args, **kwargs)
+        finally:
+            self.self_attn.position_inputs = None
+
+
+class EncoderLayer(EncodingLayer, TransformerEncoderLayerBase):
+    def __init__(self, cfg, encoding: PositionEncoding, return_fc=False):
+        self.encoding = encoding  # (before fairseq's __init__, which calls build_self_attention)
+        super().__init__(cfg, return_fc=return_fc)
+
     def build_self_attention(self, embed_dim, cfg):
-        return cfg.position_encoding.build_self_attention(embed_dim, cfg.encoder.attention_heads, causal=False,
-                                                          **fairseq_attention_args(self, cfg))
+        return self.encoding.build_self_attention(embed_dim, cfg.encoder.attention_heads, causal=False,
+                                                  **fairseq_attention_args(self, cfg))
 
 
-class DecoderLayer(TransformerDecoderLayerBase):
+class DecoderLayer(EncodingLayer, TransformerDecoderLayerBase):
+    def __init__(self, cfg, encoding: PositionEncoding, no_encoder_attn=False):
+        self.encoding = encoding  # (before fairseq's __init__, which calls build_self_attention)
+        super().__init__(cfg, no_encoder_attn)
+
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         if add_bias_kv or add_zero_attn:
             raise ValueError("add_bias_kv/add_zero_attn are not supported with a position encoding in self-attention")
-        return cfg.position_encoding.build_self_attention(embed_dim, cfg.decoder.attention_heads, causal=True,
-                                                          **fairseq_attention_args(self, cfg))
+        return self.encoding.build_self_attention(embed_dim, cfg.decoder.attention_heads, causal=True,
+                                                  **fairseq_attention_args(self, cfg))
 
 
 class Stack:
     """What the encoder and the decoder share: the encoding's state and position bias, its inputs at
     each forward, no length limit without additive positions, and checkpoints of other models."""
 
-    def build_positions(self, cfg, num_heads: int, causal: bool):
-        self.encoding = cfg.position_encoding
-        self.encoding.register_buffers(self)
-        # every layer's self-attention, found once among all modules, not by iterating the layers (which
-        # LayerDrop samples); a tuple, not a ModuleList: they are saved as parts of their layers
-        self.self_attentions = tuple(m for m in self.modules() if isinstance(m, SelfAttention))
+    encoding: PositionEncoding
+    position_inputs: Optional[Dict[str, Any]] = None  # this forward's, while it runs (see run_layers_with)
+
+    def build_positions(self, num_heads: int, causal: bool):
+        for name, initial in self.encoding.stack_buffers.items():
+            self.register_buffer(name, initial())
         self.position_bias = self.encoding.build_position_bias(num_heads, causal)
         if self.position_bias is not None:
-            for attention in self.self_attentions:
-                if isinstance(attention, StackBiasAttention):
-                    attention.use_stack_bias(self.position_bias)
+            for module in self.modules():
+                if isinstance(module, StackBiasAttention):
+                    module.use_stack_bias(self.position_bias)
+        # fairseq's loop calls each layer with fixed arguments: the hook adds this forward's inputs (the
+        # layers as built, not as iterated: LayerDrop samples them)
+        for layer in self.layers.children():
+            layer.register_forward_pre_hook(self.pass_position_inputs, with_kwargs=True)
 
-    def give_forward_inputs(self, inputs: Dict[str, Any]):
-        """Gives every self-attention of the stack this forward's inputs (and, without gradients, an empty
-        cache for the stack's bias). They stay until the next forward, so that activation checkpointing's
-        second run of a layer, in the backward, sees the same ones."""
+    def pass_position_inputs(self, layer, args, kwargs):
+        return args, {**kwargs, "position_inputs": self.position_inputs}
+
+    @contextlib.contextmanager
+    def run_layers_with(self, inputs: Dict[str, Any]):
+        """Runs fairseq's forward of the stack with its layers called with ``inputs`` (and, without
+        gradients, an empty cache for the stack's bias): an argument of each layer's call, and so of
+        activation checkpointing's second run of the layer in the backward."""
         if self.position_bias is not None and not torch.is_grad_enabled():
             inputs = {**inputs, "stack_bias": {}}
-        for attention in self.self_attentions:
-            attention.forward_inputs = inputs
+        self.position_inputs = inputs
+        try:
+            yield
+        finally:
+            self.position_inputs = None
 
     def max_positions(self):
         return super().max_positions() if self.embed_positions is not None else UNBOUNDED_POSITIONS
 
     def upgrade_state_dict_named(self, state_dict, name):
         drop_additive_positions(self, state_dict, name)
-        self.encoding.upgrade_state_dict(self, state_dict, name)
+        for buffer, initial in self.encoding.stack_buffers.items():
+            state_dict.setdefault(f"{name}.{buffer}" if name else buffer, initial())
         return super().upgrade_state_dict_named(state_dict, name)
 
 
@@ -272,18 +307,21 @@ class Encoder(Stack, TransformerEncoderBase):
     """fairseq's encoder with the encoding's self-attention (positions: the slot index 0 .. T-1, so
     left padding shifts all of them)."""
 
-    def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
+    def __init__(self, cfg, encoding: PositionEncoding, dictionary, embed_tokens, return_fc=False):
+        self.encoding = encoding  # (before fairseq's __init__, which builds the layers)
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
-        self.build_positions(cfg, cfg.encoder.attention_heads, causal=False)
+        self.build_positions(cfg.encoder.attention_heads, causal=False)
 
     def build_encoder_layer(self, cfg):
-        return wrap_layer(EncoderLayer(cfg, return_fc=self.return_fc), cfg)
+        return wrap_layer(EncoderLayer(cfg, self.encoding, return_fc=self.return_fc), cfg)
 
     def forward(self, src_tokens, *args, **kwargs):
         inputs = self.encoding.forward_inputs(self, src_tokens)
-        self.give_forward_inputs(inputs)
-        encoder_out = super().forward(src_tokens, *args, **kwargs)
-        encoder_out.update({key: [value] for key, value in self.encoding.encoder_outputs(inputs).items()})
+        with self.run_layers_with(inputs):
+            encoder_out = super().forward(src_tokens, *args, **kwargs)
+        for key in self.encoding.encoder_output_keys:
+            if inputs.get(key) is not None:
+                encoder_out[key] = [inputs[key]]
         return encoder_out
 
     def reorder_encoder_out(self, encoder_out, new_order):
@@ -299,17 +337,19 @@ class Decoder(Stack, TransformerDecoderBase):
     feeds the last of the n tokens so far: its query is at n - 1 and the keys at 0 .. n-1, as
     fairseq's own position embeddings count."""
 
-    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
+    def __init__(self, cfg, encoding: PositionEncoding, dictionary, embed_tokens, no_encoder_attn=False,
+                 output_projection=None):
+        self.encoding = encoding  # (before fairseq's __init__, which builds the layers)
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
                          output_projection=output_projection)
-        self.build_positions(cfg, cfg.decoder.attention_heads, causal=True)
+        self.build_positions(cfg.decoder.attention_heads, causal=True)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
-        return wrap_layer(DecoderLayer(cfg, no_encoder_attn), cfg)
+        return wrap_layer(DecoderLayer(cfg, self.encoding, no_encoder_attn), cfg)
 
     def extract_features(self, prev_output_tokens, encoder_out=None, *args, **kwargs):
-        self.give_forward_inputs(self.encoding.forward_inputs(self, prev_output_tokens, encoder_out or {}))
-        return super().extract_features(prev_output_tokens, encoder_out, *args, **kwargs)
+        with self.run_layers_with(self.encoding.forward_inputs(self, prev_output_tokens, encoder_out or {})):
+            return super().extract_features(prev_output_tokens, encoder_out, *args, **kwargs)
 
 
 # ---- the model ----
@@ -352,17 +392,16 @@ class EncodingTransformerModel(TransformerModel):
     def build_model(cls, args, task):
         cls.encoding.set_defaults(args)
         refuse_features(args, cls.encoding.refused_features)
+        cls.encoding.from_args(args).check_model(args)
         return super().build_model(args, task)
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
-        # the options object, made and checked once, on the TransformerConfig (which fairseq does not save)
-        cfg.position_encoding = cls.encoding.from_args(cfg)
-        return Encoder(cfg, src_dict, embed_tokens)
+        return Encoder(cfg, cls.encoding.from_args(cfg), src_dict, embed_tokens)
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
-        return Decoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
+        return Decoder(cfg, cls.encoding.from_args(cfg), tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
 
     def upgrade_state_dict_named(self, state_dict, name):
         """A checkpoint without the encoding's tables (a trained ``transformer``'s, to fine-tune from)
@@ -377,9 +416,15 @@ class EncodingTransformerModel(TransformerModel):
                         "initialised them", type(self).__name__, self.encoding.title, len(missing), next(iter(missing)))
 
 
-def register_architectures(model_name: str, encoding: type, sizes=SIZES):
-    """Registers the architectures ``<model_name><suffix>`` of the registered model ``model_name`` (whose
-    encoding is ``encoding``): fairseq's sizes with the encoding's defaults. Lists the model in ENCODINGS."""
+def register_architectures(model: type, sizes=SIZES):
+    """Registers the architectures ``<name><suffix>`` of ``model``, an :class:`EncodingTransformerModel`
+    registered with fairseq's ``register_model`` as ``name``: fairseq's sizes with the encoding's defaults.
+    Lists the model in ENCODINGS."""
+    names = [name for name, registered in MODEL_REGISTRY.items() if registered is model]
+    if len(names) != 1 or not issubclass(model, EncodingTransformerModel):
+        raise ValueError(f"{model.__name__}: register it with fairseq's @register_model first (as an "
+                         f"EncodingTransformerModel with its encoding), once; registered as {names}")
+    model_name, encoding = names[0], model.encoding
     for suffix, fairseq_architecture in sizes.items():
         def architecture(args, fairseq_architecture=fairseq_architecture):
             encoding.set_defaults(args)  # before fairseq's, whose sizes would otherwise be base's

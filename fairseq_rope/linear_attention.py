@@ -127,7 +127,7 @@ class RotaryLinearAttention(RotaryMultiheadAttention):
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=True,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
-        self.check_self_attention(query, key, value, static_kv, incremental_state)
+        self.check_self_attention(query, key, value, static_kv, incremental_state, self.position_inputs or {})
         if before_softmax:
             raise ValueError("--rope-attention linear forms no attention scores: before_softmax is not supported")
         if attn_mask is not None and not self.causal:

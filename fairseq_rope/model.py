@@ -24,5 +24,4 @@ class RoPETransformerModel(EncodingTransformerModel):
     encoding = RopeOptions
 
 
-register_architectures("rope_transformer", RopeOptions,
-                       sizes={**SIZES, "_vaswani_wmt_en_de_big": transformer_vaswani_wmt_en_de_big})
+register_architectures(RoPETransformerModel, sizes={**SIZES, "_vaswani_wmt_en_de_big": transformer_vaswani_wmt_en_de_big})

@@ -30,4 +30,4 @@ class NoPETransformerModel(EncodingTransformerModel):
     encoding = NoPE
 
 
-register_architectures("nope_transformer", NoPE)
+register_architectures(NoPETransformerModel)

@@ -1,8 +1,9 @@
 """RoPE as a position encoding: the rotary options of a ``rope_transformer`` (one validated object,
-built once from fairseq's args) and what RoPE asks of the shared scaffold (encodings.py): its
-self-attention (eq. 34, or eq. 19 with ``--rope-attention linear``), and at each forward the random
-positions of training, the per-sentence factors of ``--rope-scaling auto`` and the recorded
-training length.
+made from fairseq's args) and what RoPE asks of the shared scaffold (encodings.py): its
+self-attention (eq. 34, attention.py, or eq. 19 with ``--rope-attention linear``,
+linear_attention.py), the training length each stack records (``original_max_positions``), and at
+each forward the random positions of training and the per-sentence factors of ``--rope-scaling
+auto``. The model is registered in model.py.
 
 Every ``--rope-*`` flag is a field here; the model, each self-attention, the rotation and the
 CTranslate2 export read this object, never the flags. A bad value fails when the object is made,
@@ -16,7 +17,9 @@ from typing import Any, Dict, Optional
 import torch
 from torch import Tensor
 
+from .attention import RotaryMultiheadAttention
 from .encodings import PositionEncoding, SelfAttention
+from .linear_attention import RotaryLinearAttention
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +36,13 @@ class RopeOptions(PositionEncoding):
 
     prefix = "rope"
     title = "Rotary position embedding (RoFormer)"
+    # the longest sequence of a training forward, in tokens (padding excluded, EOS included), the largest
+    # over all processes of a distributed run; 0 = not recorded (checkpoints saved before it was, a
+    # baseline's). Saved with the model, it is the training length L of --rope-scaling auto.
+    stack_buffers = {"original_max_positions": lambda: torch.zeros((), dtype=torch.long)}
     encoder_output_keys = ("rope_scaling_factors",)
+    tiny_model_variants = {"rope": (), "rope random": ("--rope-random-positions", "64"),
+                           "rope linear": ("--rope-attention", "linear")}
 
     theta: float = field(default=10000.0, metadata={  # eq. 15
         "metavar": "F", "help": "base of the rotation frequencies theta_i = F^(-2(i-1)/d)"})
@@ -122,40 +131,22 @@ class RopeOptions(PositionEncoding):
 
     def build_self_attention(self, embed_dim: int, num_heads: int, causal: bool, **fairseq_args) -> SelfAttention:
         """Softmax attention with eq. 34, or linear attention (eq. 19), as --rope-attention says."""
-        from .attention import RotaryMultiheadAttention  # (they import this module)
-        from .linear_attention import RotaryLinearAttention
-
         attention = RotaryLinearAttention if self.attention == "linear" else RotaryMultiheadAttention
         return attention(embed_dim, num_heads, self, causal=causal, **fairseq_args)
 
-    def register_buffers(self, coder):
-        """``original_max_positions``: the longest sequence of a training forward, in tokens (padding
-        excluded, EOS included), the largest over all processes of a distributed run; 0 = not recorded.
-        Saved with the model, it is the training length L of --rope-scaling auto."""
-        coder.register_buffer("original_max_positions", torch.zeros((), dtype=torch.long))
-
-    def upgrade_state_dict(self, coder, state_dict, name):
-        """Checkpoints saved before the training length was recorded (or a baseline's) get 0: unknown."""
-        key = f"{name}.original_max_positions" if name else "original_max_positions"
-        if key not in state_dict:
-            state_dict[key] = torch.zeros((), dtype=torch.long)
-
     def forward_inputs(self, coder, tokens: Tensor, encoder_out: Optional[dict] = None) -> Dict[str, Any]:
         """In training, records the length and draws the random positions (``positions``, B x T); under
-        --rope-scaling auto outside training, the sentences' YaRN factors and L (``scaling``): the
-        encoder computes them from its source, the decoder reads its source's from the encoder's output."""
+        --rope-scaling auto outside training, the sentences' YaRN factors (``rope_scaling_factors``, B)
+        and L (``training_length``): the encoder computes them from its source, the decoder reads its
+        source's from the encoder's output."""
         if coder.training:
             record_length(coder, tokens)
         if encoder_out is None:
-            scaling = self.scaling_factors(coder, tokens)
+            factors = self.scaling_factors(coder, tokens)
         else:
-            factors = encoder_out.get("rope_scaling_factors")
-            scaling = (factors[0], self.training_length(coder)) if factors else None
-        return {"positions": self.draw_random_positions(coder, tokens), "scaling": scaling}
-
-    def encoder_outputs(self, inputs: Dict[str, Any]) -> Dict[str, Tensor]:
-        """The sentences' factors, present only when one of them is longer than the training length."""
-        return {} if inputs["scaling"] is None else {"rope_scaling_factors": inputs["scaling"][0]}
+            factors = (encoder_out.get("rope_scaling_factors") or [None])[0]
+        return {"positions": self.draw_random_positions(coder, tokens), "rope_scaling_factors": factors,
+                "training_length": None if factors is None else self.training_length(coder)}
 
     def draw_random_positions(self, coder, tokens: Tensor) -> Optional[Tensor]:
         """--rope-random-positions N, in training: the T slots of each sentence get T distinct positions
@@ -181,15 +172,15 @@ class RopeOptions(PositionEncoding):
                              "the longest training sentence in tokens")
         return length
 
-    def scaling_factors(self, encoder, src_tokens: Tensor):
+    def scaling_factors(self, encoder, src_tokens: Tensor) -> Optional[Tensor]:
         """--rope-scaling auto, outside training: each sentence's YaRN factor, its source length (tokens,
-        EOS included) over the encoder's training length L, at least 1 (B, float64), and L. None where
-        no sentence is longer than L (all factors 1 change nothing: the plain path) or otherwise."""
+        EOS included) over the encoder's training length L, at least 1 (B, float64). None where no
+        sentence is longer than L (all factors 1 change nothing: the plain path) or otherwise."""
         if encoder.training or self.scaling != "auto":
             return None
-        length = self.training_length(encoder)
-        factors = (src_tokens.ne(encoder.padding_idx).sum(1).to(torch.float64) / length).clamp(min=1)
-        return (factors, length) if bool((factors > 1).any()) else None
+        factors = (src_tokens.ne(encoder.padding_idx).sum(1).to(torch.float64) / self.training_length(encoder))
+        factors = factors.clamp(min=1)
+        return factors if bool((factors > 1).any()) else None
 
 
 def record_length(coder, tokens: Tensor):

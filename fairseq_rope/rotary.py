@@ -33,8 +33,6 @@ from typing import Tuple
 import torch
 from torch import Tensor, nn
 
-from .options import RopeOptions
-
 # Scalings for inputs longer than the training lengths (RopeOptions.scaling; none = the paper's):
 #   linear: theta_i / F                  position interpolation (Chen et al. 2023): m -> m / F
 #   ntk:    base' = base * F^(d/(d-2))    NTK-aware scaling (bloc97 2023): low frequencies interpolated,
@@ -52,13 +50,14 @@ YARN_ALPHA, YARN_BETA = 1.0, 32.0
 
 class RotaryEmbedding(nn.Module):
     """Rotates the first ``options.rotary_dim(head_dim)`` channels of q or k by their positions;
-    the other channels pass unchanged.
+    the other channels pass unchanged. ``options``: :class:`~fairseq_rope.options.RopeOptions` (which
+    imports the attention, and so this module).
 
     ``rotate(x, start)``: positions start, start+1, ... along x's second-last axis (the slot index);
     ``rotate_at(x, positions)``: given integer positions (random positions in training);
     ``rotate_per_sentence(x, start, factors, length)``: each sentence with its own YaRN factor (auto)."""
 
-    def __init__(self, head_dim: int, options: RopeOptions = RopeOptions()):
+    def __init__(self, head_dim: int, options: "RopeOptions"):
         super().__init__()
         self.options = options
         self.dim = options.rotary_dim(head_dim)

@@ -12,6 +12,11 @@ overrides one or more of three hooks, each a no-op here:
   * :meth:`position_values`: a term added to the output from the attention weights, Shaw's
     sum_j alpha_ij a^V_ij; an encoding that sets ``needs_weights`` always takes the written-out path.
 
+The first two also receive this forward's position inputs (``inputs``: what the encoding's
+``forward_inputs`` computed for the stack, e.g. RoPE's random positions in training), which the
+layer gives its self-attention for the duration of its call (:attr:`SelfAttention.position_inputs`;
+fairseq's layers call self-attention with fixed arguments); a self-attention called alone has none.
+
 Positions are slot indices: the T new queries are at past .. past+T-1 (past = cached keys), the S keys
 at 0 .. S-1. Padding is masked, and every encoding here depends on i - j only, so a left-padded
 sentence attends exactly as it would alone.
@@ -45,7 +50,8 @@ class SelfAttention(MultiheadAttention):
     """
 
     needs_weights = False  # True: position_values needs the attention weights (no SDPA)
-    forward_inputs: Dict[str, Any] = {}  # what the encoding needs this forward, given by the encoder or decoder
+    # this forward's position inputs, set by the layer for the duration of its call (None: none)
+    position_inputs: Optional[Dict[str, Any]] = None
 
     def __init__(self, embed_dim: int, num_heads: int, causal: bool = False, dropout: float = 0.0,
                  bias: bool = True, q_noise: float = 0.0, qn_block_size: int = 8):
@@ -53,11 +59,11 @@ class SelfAttention(MultiheadAttention):
                          q_noise=q_noise, qn_block_size=qn_block_size)
         self.causal = causal
 
-    def position_queries_keys(self, q: Tensor, k: Tensor, past: int) -> Tuple[Tensor, Tensor]:
+    def position_queries_keys(self, q: Tensor, k: Tensor, past: int, inputs: Dict[str, Any]) -> Tuple[Tensor, Tensor]:
         """q, k (B x H x T x D) of the tokens at past .. past+T-1, as they are attended and cached."""
         return q, k
 
-    def position_logits(self, q: Tensor, past: int, S: int) -> Optional[Tensor]:
+    def position_logits(self, q: Tensor, past: int, S: int, inputs: Dict[str, Any]) -> Optional[Tensor]:
         """Added to the logits (after the 1/sqrt(d) scaling): B or 1 x H x T x S, or None."""
         return None
 
@@ -79,11 +85,12 @@ class SelfAttention(MultiheadAttention):
         need_head_weights: bool = False,
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """query: T x B x C (key = value = query). Returns (T x B x C, weights or None)."""
-        self.check_self_attention(query, key, value, static_kv, incremental_state)
+        inputs = self.position_inputs or {}
+        self.check_self_attention(query, key, value, static_kv, incremental_state, inputs)
         saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
         past = 0 if saved.get("prev_key") is None else saved["prev_key"].size(2)
         q, k, v = self.split_heads(query)  # B x H x T x D each
-        q, k = self.position_queries_keys(q, k, past)
+        q, k = self.position_queries_keys(q, k, past, inputs)
         padding = None if key_padding_mask is None else key_padding_mask.bool()  # B x T, True: padding
         if incremental_state is not None:  # all keys so far (fairseq's cache: concatenated)
             if past:
@@ -91,7 +98,7 @@ class SelfAttention(MultiheadAttention):
                 padding = append_padding(saved.get("prev_key_padding_mask"), padding, past, query.size(0))
             saved["prev_key"], saved["prev_value"], saved["prev_key_padding_mask"] = k, v, padding
             self._set_input_buffer(incremental_state, saved)
-        logits = self.position_logits(q, past, k.size(2))
+        logits = self.position_logits(q, past, k.size(2), inputs)
 
         if need_weights or need_head_weights or before_softmax or self.needs_weights:
             return self.explicit_attention(q, k, v, padding, attn_mask, logits, past, before_softmax,
@@ -101,7 +108,7 @@ class SelfAttention(MultiheadAttention):
         attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
         return self.merge_heads(attn), None
 
-    def check_self_attention(self, query, key, value, static_kv, incremental_state):
+    def check_self_attention(self, query, key, value, static_kv, incremental_state, inputs):
         if (key is not None and key is not query) or (value is not None and value is not query):
             raise ValueError(f"{type(self).__name__} is self-attention: key and value must be the query")
         if static_kv:

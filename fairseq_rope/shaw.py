@@ -47,7 +47,7 @@ class RelativePositionAttention(SelfAttention):
         relative = torch.arange(S, device=device)[None, :] - torch.arange(past, past + T, device=device)[:, None]
         return relative.clamp(-k, 0 if self.causal else k) + k
 
-    def position_logits(self, q: Tensor, past: int, S: int) -> Tensor:
+    def position_logits(self, q: Tensor, past: int, S: int, inputs) -> Tensor:
         """q_i a^K_ij^T / sqrt(d): per query position t, (B*H x D) @ (D x S). Returns B x H x T x S."""
         B, H, T, D = q.shape
         a_k = self.relative_keys(self.distance_rows(past, T, S, q.device))  # T x S x D
@@ -70,6 +70,8 @@ class ShawRPE(PositionEncoding):
 
     prefix = "rpe"
     title = "Relative position representations (Shaw et al. 2018)"
+    tiny_model_variants = {"rpe": ("--rpe-max-relative-position", "4"),
+                           "rpe keys-only": ("--rpe-max-relative-position", "4", "--rpe-keys-only")}
 
     max_relative_position: int = field(default=16, metadata={
         "help": "clipping distance k: relative distances beyond +-k share a representation (Shaw section 4.1)"})
@@ -91,4 +93,4 @@ class ShawRPETransformerModel(EncodingTransformerModel):
     encoding = ShawRPE
 
 
-register_architectures("rpe_transformer", ShawRPE)
+register_architectures(ShawRPETransformerModel)

@@ -77,6 +77,7 @@ class T5Bias(StackBias):
 
     prefix = "t5bias"
     title = "T5 relative attention bias (Raffel et al. 2020)"
+    tiny_model_variants = {"t5bias": ("--t5bias-num-buckets", "8", "--t5bias-max-distance", "12")}
 
     num_buckets: int = field(default=32, metadata={"help": "buckets of relative distance, even; the decoder "
                                                            "uses all for the past, the encoder half each way"})
@@ -100,4 +101,4 @@ class T5BiasTransformerModel(EncodingTransformerModel):
     encoding = T5Bias
 
 
-register_architectures("t5bias_transformer", T5Bias)
+register_architectures(T5BiasTransformerModel)

@@ -22,25 +22,18 @@ from fairseq_cli import train as fairseq_train
 
 from conftest import BIN, USER_DIR, free_port, model_of, random_tokens, reversal_task
 from fairseq_rope.checkpoints import load_checkpoint
-from fairseq_rope.encodings import EncodingTransformerModel
+from fairseq_rope.encodings import ENCODINGS as REGISTERED, EncodingTransformerModel
 from test_model import decode_step_by_step_equals_full_pass
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "position_encodings.md")
 BEGIN, END = "<!-- feature matrix: python tests/test_features.py -->", "<!-- end of the feature matrix -->"
 
-# the encodings as a user picks them: column name -> (arch, flags)
-ENCODINGS = {
-    "transformer": ("transformer", []),
-    "rope": ("rope_transformer", []),
-    "rope random": ("rope_transformer", ["--rope-random-positions", "64"]),
-    "rope linear": ("rope_transformer", ["--rope-attention", "linear"]),
-    "rpe": ("rpe_transformer", ["--rpe-max-relative-position", "4"]),
-    "rpe keys-only": ("rpe_transformer", ["--rpe-max-relative-position", "4", "--rpe-keys-only"]),
-    "t5bias": ("t5bias_transformer", ["--t5bias-num-buckets", "8", "--t5bias-max-distance", "12"]),
-    "alibi": ("alibi_transformer", []),
-    "nope": ("nope_transformer", []),
-}
-RANDOM_IN_TRAINING = {"rope random"}  # draws in each training forward: ranks cannot equal one process
+# the encodings as a user picks them, from the registry: column name -> (arch, flags); each encoding's
+# variants and their small settings are its own (tiny_model_variants)
+ENCODINGS = {"transformer": ("transformer", [])}
+for _name, _encoding in REGISTERED.items():
+    for _variant, _flags in (_encoding.tiny_model_variants or {_name.removesuffix("_transformer"): ()}).items():
+        ENCODINGS[_variant] = (_name, list(_flags))
 
 MODEL = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
          "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "4",
@@ -65,10 +58,11 @@ def build(dict_dir, encoding, *flags, seed=0):
     return task.build_model(args), task
 
 
-def batch(task, left_pad_source=True, left_pad_target=False):
-    """3 sentences of 9, 4 and 7 tokens and targets of 8, 3 and 6: (src, lengths, prev_output_tokens, target)."""
-    src, lengths = random_tokens(task, [9, 4, 7], seed=1, left_pad=left_pad_source)
-    target, _ = random_tokens(task, [8, 3, 6], seed=2, left_pad=left_pad_target)
+def batch(task, left_pad_source=True, left_pad_target=False, sources=(9, 4, 7), targets=(8, 3, 6), seed=1):
+    """Sentences of 9, 4 and 7 tokens and targets of 8, 3 and 6 (or ``sources``, ``targets``):
+    (src, lengths, prev_output_tokens, target)."""
+    src, lengths = random_tokens(task, list(sources), seed=seed, left_pad=left_pad_source)
+    target, _ = random_tokens(task, list(targets), seed=seed + 1, left_pad=left_pad_target)
     d = task.target_dictionary
     prev = target.clone()  # fairseq's prev_output_tokens: EOS first, the target shifted right
     for i, row in enumerate(target):
@@ -91,6 +85,17 @@ def training_step(model, task, seed=5, **padding):
     loss = loss_of(model, task, *batch(task, **padding))
     loss.backward()
     return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def draws_in_training(dict_dir, encoding):
+    """Whether a training forward of the encoding (without dropout) draws random numbers (RoPE's random
+    positions): then processes with different seeds cannot equal one process."""
+    model, task = build(dict_dir, encoding)
+    model.train()
+    before = torch.get_rng_state()
+    with torch.no_grad():
+        loss_of(model, task, *batch(task))
+    return not torch.equal(before, torch.get_rng_state())
 
 
 def trains_and_decodes(model, task, unused="", **padding):
@@ -294,7 +299,7 @@ def check_two_processes(dict_dir, encoding, flags, data, tmp_path, **_):
     one = train(data, tmp_path / "one", encoding, "--update-freq", "2")
     two_model, one_model = model_of(two / "checkpoint_last.pt"), model_of(one / "checkpoint_last.pt")
     assert load_checkpoint(str(two / "checkpoint_last.pt"))["optimizer_history"][-1]["num_updates"] == 3
-    if encoding in RANDOM_IN_TRAINING:
+    if draws_in_training(dict_dir, encoding):
         first = model_of(two / "checkpoint_1_1.pt")
         assert any(not torch.equal(first[k], two_model[k]) for k in first)
     else:
@@ -446,6 +451,41 @@ def test_refusals_are_the_ones_documented():
     """What is refused today, so that a change to an encoding's refusals is a visible change here."""
     refused = {(feature.name, encoding) for feature, encoding in CELLS if refusal(feature, encoding)}
     assert refused == {("`--cross-self-attention`", encoding) for encoding in ENCODINGS if encoding != "transformer"}
+
+
+TWO_FORWARDS = [(encoding, flags, training) for encoding in ENCODINGS
+                for flags in (("--checkpoint-activations",), ("--checkpoint-activations", "--offload-activations"))
+                for training in (True, False)]
+
+
+@pytest.mark.parametrize("encoding, flags, training", TWO_FORWARDS,
+                         ids=[f"{e}-{flags[-1].strip('-')}-{'train' if t else 'eval'}" for e, flags, t in TWO_FORWARDS])
+def test_two_forwards_then_one_backward_recompute_each_forward_with_its_own_inputs(dict_dir, encoding, flags,
+                                                                                      training):
+    """Two forwards of different batches before one backward (R-Drop, consistency losses): the layers
+    that activation checkpointing recomputes in the backward see each forward's own position inputs
+    (random positions drawn in training; in evaluation with gradients, RoPE's per-sentence factors of
+    --rope-scaling auto, sources longer than the training length 5), so every gradient equals the same
+    steps without checkpointing, dropout included."""
+    own = ["--dropout", "0.1", "--attention-dropout", "0.1"]
+    if ENCODINGS[encoding][0] == "rope_transformer" and not training and "--rope-attention" not in ENCODINGS[encoding][1]:
+        own += ["--rope-scaling", "auto", "--rope-original-max-positions", "5"]
+    model, task = build(dict_dir, encoding, *own, *flags)
+    plain, _ = build(dict_dir, encoding, *own)
+    plain.load_state_dict(model.state_dict())
+    assert all(hasattr(layer, "precheckpoint_forward") for layer in (*model.encoder.layers, *model.decoder.layers))
+    grads = []
+    for m in (model, plain):
+        m.train(training)
+        m.zero_grad()
+        torch.manual_seed(7)
+        first = loss_of(m, task, *batch(task))
+        second = loss_of(m, task, *batch(task, sources=(12, 6), targets=(5, 11), seed=4))
+        (first + second).backward()
+        grads.append({name: p.grad for name, p in m.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grad, grads[1][name], rtol=1e-5, atol=1e-7, msg=lambda m: f"{name}: {m}")
 
 
 def matrix_markdown():

@@ -45,7 +45,7 @@ def test_interleaved_is_the_paper_pairing():
     cos, sin = (m * theta).cos().repeat_interleave(2), (m * theta).sin().repeat_interleave(2)
     swapped = torch.stack([-x[1::2], x[0::2]], dim=-1).flatten()
     expected = x * cos + swapped * sin
-    out = RotaryEmbedding(d).double().rotate_at(x[None], torch.tensor([m]))[0]
+    out = RotaryEmbedding(d, RopeOptions()).double().rotate_at(x[None], torch.tensor([m]))[0]
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -102,7 +102,7 @@ def test_half_precision_long_positions(dtype, layout):
 
 
 def test_cache_grows_on_demand_follows_dtype_and_is_not_saved():
-    rope = RotaryEmbedding(16)
+    rope = RotaryEmbedding(16, RopeOptions())
     assert rope.state_dict() == {}
     rope.rotate_at(torch.randn(10, 16), torch.arange(10))
     small = rope.cos_table.size(0)
