@@ -67,8 +67,6 @@ class ALiBi(StackBias):
 
     prefix = "alibi"
     title = "ALiBi (Press et al. 2022): no options; the slopes follow from the heads"
-    ctranslate2_refusal = ("CTranslate2 4.8.5 has ALiBi in decoder specs only, not in the encoder "
-                           "(TransformerEncoderSpec has no alibi)")
 
     def build_position_bias(self, num_heads: int, causal: bool) -> nn.Module:
         return ALiBiBias(num_heads, causal)

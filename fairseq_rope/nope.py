@@ -16,11 +16,10 @@ from .encodings import EncodingTransformerModel, PositionEncoding, register_arch
 
 @dataclass(frozen=True)
 class NoPE(PositionEncoding):
-    """NoPE has no options, and CTranslate2 has no Transformer without positions."""
+    """NoPE has no options."""
 
     prefix = "nope"
     title = "NoPE: no position information (Kazemnejad et al. 2023): no options"
-    ctranslate2_refusal = "CTranslate2's Transformer specs always have positions (a table, rotary or relative)"
 
 
 @register_model("nope_transformer")

@@ -1,0 +1,92 @@
+"""The packages' layering, read from their source: every import statement (at module level or inside a
+function), resolved to the project's modules. fairseq_rope_text (text, standard library) imports neither
+fairseq_rope nor fairseq_rope_cli; fairseq_rope (the library) never imports fairseq_rope_cli (its command
+line); and no module reaches itself through the imports of others, lazy ones included."""
+
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("fairseq_rope_text", "fairseq_rope", "fairseq_rope_cli")
+
+
+def project_modules():
+    """{dotted name: path} of every module of the three packages (a package as its __init__)."""
+    modules = {}
+    for package in PACKAGES:
+        for name in sorted(os.listdir(os.path.join(ROOT, package))):
+            if name.endswith(".py"):
+                dotted = package if name == "__init__.py" else f"{package}.{name[:-3]}"
+                modules[dotted] = os.path.join(ROOT, package, name)
+    return modules
+
+
+def imports_of(dotted, path, modules):
+    """The project modules that ``dotted`` imports anywhere in its source: ``from .x import y`` is x (or
+    x.y where that is a module), ``from . import y`` is y, ``import a.b`` is a.b."""
+    package = dotted if path.endswith("__init__.py") else dotted.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(open(path).read(), path)):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(parent + ([base] if base else []))
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                found.add(target if target in modules else base)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name in modules and name != dotted}
+
+
+def import_graph():
+    modules = project_modules()
+    return {dotted: imports_of(dotted, path, modules) for dotted, path in modules.items()}
+
+
+def cycles(graph):
+    """Every cycle found by a depth-first walk, each as the list of modules on it."""
+    found, state, stack = [], {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_through_others():
+    graph = import_graph()
+    assert len(graph) > 30 and graph["fairseq_rope.options"] >= {"fairseq_rope.attention", "fairseq_rope.encodings"}
+    assert cycles(graph) == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles(graph))
+
+
+@pytest.mark.parametrize("package, forbidden", [("fairseq_rope_text", ("fairseq_rope", "fairseq_rope_cli")),
+                                                ("fairseq_rope", ("fairseq_rope_cli",))])
+def test_lower_layers_never_import_higher_ones(package, forbidden):
+    graph = import_graph()
+    wrong = {f"{module} -> {target}" for module, targets in graph.items()
+             if module == package or module.startswith(package + ".")
+             for target in targets if target.split(".")[0] in forbidden}
+    assert not wrong, sorted(wrong)
+
+
+def test_the_walk_sees_lazy_imports_and_cycles():
+    """The walker itself: an import inside a function counts, and a two-module loop is reported."""
+    modules = project_modules()
+    hub = imports_of("fairseq_rope.hub", modules["fairseq_rope.hub"], modules)
+    assert "fairseq_rope.ct2" in hub  # imported inside CTranslate2's branch of a function
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
