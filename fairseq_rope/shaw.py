@@ -70,8 +70,8 @@ class ShawRPE(PositionEncoding):
 
     prefix = "rpe"
     title = "Relative position representations (Shaw et al. 2018)"
-    tiny_model_variants = {"rpe": ("--rpe-max-relative-position", "4"),
-                           "rpe keys-only": ("--rpe-max-relative-position", "4", "--rpe-keys-only")}
+    tiny_model_variants = {"rpe": ("--rpe-max-relative-position", "3"),
+                           "rpe keys-only": ("--rpe-max-relative-position", "3", "--rpe-keys-only")}
 
     max_relative_position: int = field(default=16, metadata={
         "help": "clipping distance k: relative distances beyond +-k share a representation (Shaw section 4.1)"})

@@ -77,7 +77,7 @@ class T5Bias(StackBias):
 
     prefix = "t5bias"
     title = "T5 relative attention bias (Raffel et al. 2020)"
-    tiny_model_variants = {"t5bias": ("--t5bias-num-buckets", "8", "--t5bias-max-distance", "12")}
+    tiny_model_variants = {"t5bias": ("--t5bias-num-buckets", "8", "--t5bias-max-distance", "9")}
 
     num_buckets: int = field(default=32, metadata={"help": "buckets of relative distance, even; the decoder "
                                                            "uses all for the past, the encoder half each way"})

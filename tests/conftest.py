@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import fairseq_rope  # the installed plugin (pip install -e .); registers the model
+import kerple  # a sixth encoding, the tests' own: every registry-driven test covers it
 from fairseq import options, tasks
 
 
@@ -29,6 +30,8 @@ def pytest_configure(config):
 
 
 USER_DIR = os.path.dirname(fairseq_rope.__file__)
+# fairseq's commands in a subprocess with the tests' encoding too (it imports the plugin)
+TEST_ENCODING_USER_DIR = os.path.dirname(kerple.__file__)
 BIN = os.path.dirname(sys.executable)  # the venv's commands: fairseq-*, fairseq-rope-*
 
 VOCAB = [f"w{i}" for i in range(40)]

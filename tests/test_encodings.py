@@ -1,5 +1,7 @@
-"""The other position encodings (Shaw's RPE, T5's bias, ALiBi, NoPE): each against its paper's formula
-written out in float64, shift invariance, decoding paths, padding, precision, options, sizes."""
+"""The position encodings other than RoPE (Shaw's RPE, T5's bias, ALiBi, NoPE, and any other the registry
+holds, such as the tests' own KERPLE-log): each against its paper's formula written out in float64,
+shift invariance, decoding paths, padding, precision, options, sizes. The encodings and their tiny-model
+settings come from the registry; RoPE's own tests are tests/test_model.py and tests/test_rotary.py."""
 
 import math
 
@@ -7,28 +9,28 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from fairseq.models import MODEL_REGISTRY
 from fairseq.modules import MultiheadAttention
 from fairseq.sequence_generator import SequenceGenerator
 
 import fairseq_rope.self_attention as self_attention
 from conftest import random_tokens
-from fairseq_rope.alibi import ALiBiBias, ALiBiTransformerModel, alibi_slopes
+from fairseq_rope.alibi import ALiBi, ALiBiBias, ALiBiTransformerModel, alibi_slopes
 from fairseq_rope.encodings import ENCODINGS, position_tables
-from fairseq_rope.nope import NoPETransformerModel
-from fairseq_rope.shaw import RelativePositionAttention, ShawRPETransformerModel
-from fairseq_rope.t5_bias import T5BiasTransformerModel, relative_position_bucket
+from fairseq_rope.nope import NoPE, NoPETransformerModel
+from fairseq_rope.options import RopeOptions
+from fairseq_rope.shaw import RelativePositionAttention, ShawRPE, ShawRPETransformerModel
+from fairseq_rope.t5_bias import T5Bias, T5BiasTransformerModel, relative_position_bucket
 from test_model import decode_step_by_step_equals_full_pass, encode
 
-MODELS = {"rpe_transformer": ShawRPETransformerModel, "t5bias_transformer": T5BiasTransformerModel,
-          "alibi_transformer": ALiBiTransformerModel, "nope_transformer": NoPETransformerModel}
-# every family, and Shaw's keys-only ablation (which takes the SDPA path)
-VARIANTS = [("rpe_transformer", []), ("rpe_transformer", ["--rpe-keys-only"]), ("t5bias_transformer", []),
-            ("alibi_transformer", []), ("nope_transformer", [])]
-VARIANT_IDS = ["rpe", "rpe-keys-only", "t5bias", "alibi", "nope"]
-# clipping and log-spaced buckets within a dozen tokens
-SMALL_RANGES = {"rpe_transformer": ["--rpe-max-relative-position", "3"],
-                "t5bias_transformer": ["--t5bias-num-buckets", "8", "--t5bias-max-distance", "9"], "alibi_transformer": [],
-                "nope_transformer": []}
+# every registered encoding but RoPE, in each of its tiny-model variants (Shaw's keys-only ablation takes
+# the SDPA path): (model, flags); the variants' settings put clipping and log-spaced buckets within a dozen tokens
+MODELS = {name: MODEL_REGISTRY[name] for name, encoding in ENCODINGS.items() if encoding is not RopeOptions}
+VARIANTS, VARIANT_IDS = [], []
+for _name in MODELS:
+    for _variant, _flags in (ENCODINGS[_name].tiny_model_variants or {_name.removesuffix("_transformer"): ()}).items():
+        VARIANTS.append((_name, list(_flags)))
+        VARIANT_IDS.append(_variant.replace(" ", "-"))
 
 
 # ---- the papers' definitions, written out independently (loops over positions, float64) ----
@@ -77,17 +79,23 @@ def reference_attention(attn, coder, x, causal, padding):
     q, k, v = (p(x).view(T, B, H, D) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
     e = torch.einsum("ibhd,jbhd->bhij", q, k) / math.sqrt(D)
     a_v = None
-    if isinstance(attn, RelativePositionAttention):
+    encoding = coder.encoding
+    if isinstance(encoding, ShawRPE):
         a_k, a_v = shaw_tables(attn, T, T, causal)
         e = e + torch.einsum("ibhd,ijd->bhij", q, a_k) / math.sqrt(D)
-    elif hasattr(coder.position_bias, "relative_attention_bias"):
+    elif isinstance(encoding, T5Bias):
         table = coder.position_bias.relative_attention_bias.weight  # buckets x H
         buckets = torch.tensor([[t5_bucket_definition(j - i, not causal, coder.position_bias.options.num_buckets,
                                                       coder.position_bias.options.max_distance)
                                  for j in range(T)] for i in range(T)])
         e = e + table[buckets].permute(2, 0, 1)
-    elif coder.position_bias is not None:
+    elif isinstance(encoding, ALiBi):
         e = e + alibi_penalty([2.0 ** (-8 * h / H) for h in range(1, H + 1)], T, T, causal)  # H = 4
+    elif not isinstance(encoding, NoPE):  # another encoding: its own written-out definition
+        definition = getattr(encoding, "reference_position_logits", None)
+        assert definition is not None, f"{type(encoding).__name__}: no formula to test it against (give it a " \
+                                       "reference_position_logits(coder, T, causal) or add it here)"
+        e = e + definition(coder, T, causal)
     # (NoPE: no position term)
     if causal:
         e = e.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
@@ -104,7 +112,7 @@ def reference_attention(attn, coder, x, causal, padding):
 def test_attention_equals_its_papers_formula_in_float64(dict_dir, build, arch, flags):
     """Encoder (left padding) and decoder (future mask, right padding) self-attention, by SDPA and by
     the written-out softmax, equal the formula to float64 rounding."""
-    model, _ = build(dict_dir, arch, *flags, *SMALL_RANGES[arch])
+    model, _ = build(dict_dir, arch, *flags)
     model.double()
     T, B = 11, 3
     x = torch.randn(T, B, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
@@ -199,7 +207,7 @@ def test_alibi_slopes_are_press_et_al():
 def test_scores_depend_on_relative_positions_only(dict_dir, build, arch, flags):
     """The scores among the tokens of x are the same whether x stands alone or after 5 other tokens
     (encoder: in one sequence; decoder: after 5 cached ones), to float64 rounding."""
-    model, _ = build(dict_dir, arch, *flags, *SMALL_RANGES[arch])
+    model, _ = build(dict_dir, arch, *flags)
     model.double()
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(7, 2, 32, dtype=torch.float64, generator=g), torch.randn(5, 2, 32, dtype=torch.float64, generator=g)
@@ -312,8 +320,7 @@ def test_architectures_match_fairseq_sizes(dict_dir, build, arch):
         ours, _ = build(dict_dir, arch + suffix, tiny=False)
         base, _ = build(dict_dir, "transformer" + suffix, tiny=False)
         assert type(ours) is MODELS[arch]
-        # (position_encoding: the options object the model keeps on its config, as rope_options)
-        own = {"arch", "no_token_positional_embeddings", "add_token_positional_embeddings", "position_encoding"}
+        own = {"arch", "no_token_positional_embeddings", "add_token_positional_embeddings"}
         prefix = arch.split("_")[0] + "_"
         differing = {key for key in {*vars(ours.args), *vars(base.args)} - own if not key.startswith(prefix)
                      and getattr(ours.args, key, "absent") != getattr(base.args, key, "absent")}
@@ -327,6 +334,8 @@ def test_architectures_match_fairseq_sizes(dict_dir, build, arch):
                         extra[f"{side}.layers.{i}.self_attn.relative_{table}.weight"] = (rows, dim // heads)
         elif arch == "t5bias_transformer":
             extra = {f"{side}.position_bias.relative_attention_bias.weight": (32, heads) for side in ("encoder", "decoder")}
+        elif arch not in ("alibi_transformer", "nope_transformer"):  # another encoding: its own tables
+            extra = {key: tuple(tensor.shape) for key, tensor in position_tables(ours).items()}
         want = {k: tuple(v.shape) for k, v in base.state_dict().items() if "embed_positions" not in k}
         assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == {**want, **extra}
         assert ours.encoder.embed_positions is None and ours.decoder.embed_positions is None
@@ -410,8 +419,10 @@ def test_nope_is_fairseqs_attention_without_positions(dict_dir, build):
 def test_every_encoding_is_in_the_registry_the_tools_read():
     """The benchmark, the sample comparison, the length study and the CTranslate2 export list the
     encodings from one registry: every registered model, in fairseq's sizes."""
-    assert set(ENCODINGS) == {"rope_transformer", "rpe_transformer", "t5bias_transformer", "alibi_transformer",
-                              "nope_transformer"}
+    packaged = {name for name, encoding in ENCODINGS.items() if encoding.__module__.startswith("fairseq_rope.")}
+    assert packaged == {"rope_transformer", "rpe_transformer", "t5bias_transformer", "alibi_transformer",
+                        "nope_transformer"}
+    assert set(ENCODINGS) - packaged == {"kerple_transformer"}  # the tests' own
     from fairseq.models import ARCH_MODEL_REGISTRY
     for name in ENCODINGS:
         assert {f"{name}{suffix}" for suffix in ("", "_wmt_en_de", "_wmt_en_de_big", "_iwslt_de_en")} <= \

@@ -20,7 +20,7 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq_cli import train as fairseq_train
 
-from conftest import BIN, USER_DIR, free_port, model_of, random_tokens, reversal_task
+from conftest import BIN, TEST_ENCODING_USER_DIR, USER_DIR, free_port, model_of, random_tokens, reversal_task
 from fairseq_rope.checkpoints import load_checkpoint
 from fairseq_rope.encodings import ENCODINGS as REGISTERED, EncodingTransformerModel
 from test_model import decode_step_by_step_equals_full_pass
@@ -405,7 +405,7 @@ def baseline(data, tmp_path_factory):
 
 def train_args(data, save, encoding, *flags):
     arch, own = ENCODINGS[encoding]
-    return [str(data), "--arch", arch, *MODEL, *own, *map(str, flags), "--user-dir", USER_DIR, "--cpu",
+    return [str(data), "--arch", arch, *MODEL, *own, *map(str, flags), "--user-dir", TEST_ENCODING_USER_DIR, "--cpu",
             "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "200", "--max-update", "3", "--seed", "1",
             "--save-dir", str(save), "--save-interval-updates", "1", "--no-epoch-checkpoints",
             "--num-workers", "0", "--no-progress-bar", "--disable-validation"]
@@ -488,15 +488,23 @@ def test_two_forwards_then_one_backward_recompute_each_forward_with_its_own_inpu
         torch.testing.assert_close(grad, grads[1][name], rtol=1e-5, atol=1e-7, msg=lambda m: f"{name}: {m}")
 
 
-def matrix_markdown():
-    """The table of docs/position_encodings.md: a row per feature, a column per encoding."""
-    head = ["fairseq feature", *ENCODINGS, "checked by"]
+def packaged(encoding):
+    """Whether a column's encoding is fairseq's or the plugin's (not one the tests register)."""
+    model = ARCH_MODEL_REGISTRY[ENCODINGS[encoding][0]]
+    return model.__module__.split(".")[0] in ("fairseq", "fairseq_rope")
+
+
+def matrix_markdown(columns=None):
+    """The table of docs/position_encodings.md: a row per feature, a column per encoding (``columns``;
+    default: every packaged one)."""
+    columns = [e for e in ENCODINGS if packaged(e)] if columns is None else columns
+    head = ["fairseq feature", *columns, "checked by"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for feature in FEATURES:
         cells = [("GPU only" if feature.gpu else "works") if not refusal(feature, e) else "**refused**"
-                 for e in ENCODINGS]
+                 for e in columns]
         rows.append("| " + " | ".join([feature.name, *cells, feature.how]) + " |")
-    reasons = sorted({refusal(f, e) for f, e in CELLS if refusal(f, e)})
+    reasons = sorted({refusal(f, e) for f in FEATURES for e in columns if refusal(f, e)})
     notes = [f"Refused: `{flag}`: {why}." for flag, why in reasons]
     return "\n".join([BEGIN, *rows, "", *notes, END])
 
