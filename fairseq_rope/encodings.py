@@ -79,7 +79,7 @@ class PositionEncoding:
     without positions)."""
 
     prefix: ClassVar[str]  # of the flags and of the args: --<prefix>-<field>, args.<prefix>_<field>
-    title: ClassVar[str]  # of the flags' group in --help
+    title: ClassVar[str]  # its name in messages (and the flags' group where a parser, not fairseq's group, is given)
     # fairseq features (args names) the encoding cannot run with, and why: refused when the model is built
     refused_features: ClassVar[Dict[str, str]] = SELF_ATTENTION_ONLY
     # state each stack saves with the model: buffer name -> its value before training (and in
