@@ -3,6 +3,7 @@ holds, such as the tests' own KERPLE-log): each against its paper's formula writ
 shift invariance, decoding paths, padding, precision, options, sizes. The encodings and their tiny-model
 settings come from the registry; RoPE's own tests are tests/test_model.py and tests/test_rotary.py."""
 
+import collections
 import math
 
 import numpy as np
@@ -16,7 +17,7 @@ from fairseq.sequence_generator import SequenceGenerator
 import fairseq_rope.self_attention as self_attention
 from conftest import random_tokens
 from fairseq_rope.alibi import ALiBi, ALiBiBias, ALiBiTransformerModel, alibi_slopes
-from fairseq_rope.encodings import ENCODINGS, position_tables
+from fairseq_rope.encodings import ENCODINGS, StackBias, StackBiasAttention, position_tables
 from fairseq_rope.nope import NoPE, NoPETransformerModel
 from fairseq_rope.options import RopeOptions
 from fairseq_rope.shaw import RelativePositionAttention, ShawRPE, ShawRPETransformerModel
@@ -506,3 +507,61 @@ def test_encodings_import_from_the_scaffold_only():
     for family in families:
         for module in family:
             assert imported(module) <= scaffold | family, (module, imported(module) - scaffold - family)
+
+
+STACK_BIASES = [(arch, flags) for arch, flags in VARIANTS if issubclass(ENCODINGS[arch], StackBias)]
+
+
+@pytest.mark.parametrize("arch, flags", STACK_BIASES, ids=[a for a, _ in STACK_BIASES])
+def test_stack_bias_is_evaluated_once_per_forward_and_anew_at_each(dict_dir, build, arch, flags):
+    """Without gradients a stack evaluates its bias once per forward for all its layers (not once per
+    layer), and again at the next forward: after the bias's parameters change, the next output is a fresh
+    model's with the new weights (nothing kept from the last forward)."""
+    model, task = build(dict_dir, arch, *flags)
+    src, lengths = random_tokens(task, [9, 5], seed=6)
+    prev, _ = random_tokens(task, [7, 7], seed=5, left_pad=False)
+    calls = collections.Counter()
+    for side in ("encoder", "decoder"):
+        bias = getattr(model, side).position_bias
+        original = bias.forward
+
+        def counted(*key, side=side, original=original):
+            calls[side] += 1
+            return original(*key)
+
+        bias.forward = counted
+        for module in getattr(model, side).modules():
+            if isinstance(module, StackBiasAttention):
+                module.use_stack_bias(bias)
+    with torch.no_grad():
+        model(src, lengths, prev)
+        assert calls == {"encoder": 1, "decoder": 1}
+        for parameter in model.encoder.position_bias.parameters():
+            parameter.add_(0.5)
+        for parameter in model.decoder.position_bias.parameters():
+            parameter.mul_(-1.0)
+        changed = model(src, lengths, prev)[0]
+        assert calls == {"encoder": 2, "decoder": 2}
+        fresh, _ = build(dict_dir, arch, *flags)
+        fresh.load_state_dict(model.state_dict())
+        torch.testing.assert_close(changed, fresh(src, lengths, prev)[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("arch, flags", [("rope_transformer", ["--rope-random-positions", "64"]), *STACK_BIASES],
+                         ids=["rope-random", *(a for a, _ in STACK_BIASES)])
+def test_no_position_inputs_are_left_on_modules_after_a_forward(dict_dir, build, arch, flags):
+    """Each forward's inputs live for that forward's call only: after a training forward, and after one
+    that fails, no stack and no self-attention holds them (a self-attention called alone afterwards has none)."""
+    model, task = build(dict_dir, arch, *flags)
+    model.train()
+    src, lengths = random_tokens(task, [9, 5], seed=6)
+    prev, _ = random_tokens(task, [7, 7], seed=5, left_pad=False)
+
+    def nothing_left():
+        return all(getattr(m, "position_inputs", None) is None for m in model.modules())
+
+    model(src, lengths, prev)[0].sum().backward()
+    assert nothing_left()
+    with pytest.raises(IndexError):
+        model(src, lengths, torch.full_like(prev, 10_000))  # a token id beyond the embeddings
+    assert nothing_left()
