@@ -30,6 +30,16 @@ def pytest_configure(config):
 
 
 USER_DIR = os.path.dirname(fairseq_rope.__file__)
+
+
+def encoding_variants():
+    """Every registered encoding in each of its tiny-model variants, in the registry's order:
+    [(variant name, model name, flags)]; an encoding that declares none has one, named after its model."""
+    from fairseq_rope.encodings import ENCODINGS
+
+    return [(variant, name, list(flags)) for name, encoding in ENCODINGS.items()
+            for variant, flags in (encoding.tiny_model_variants or {name.removesuffix("_transformer"): ()}).items()]
+
 # fairseq's commands in a subprocess with the tests' encoding too (it imports the plugin)
 TEST_ENCODING_USER_DIR = os.path.dirname(kerple.__file__)
 BIN = os.path.dirname(sys.executable)  # the venv's commands: fairseq-*, fairseq-rope-*

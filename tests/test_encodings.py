@@ -15,7 +15,7 @@ from fairseq.modules import MultiheadAttention
 from fairseq.sequence_generator import SequenceGenerator
 
 import fairseq_rope.self_attention as self_attention
-from conftest import random_tokens
+from conftest import encoding_variants, random_tokens
 from fairseq_rope.alibi import ALiBi, ALiBiBias, ALiBiTransformerModel, alibi_slopes
 from fairseq_rope.encodings import ENCODINGS, StackBias, StackBiasAttention, position_tables
 from fairseq_rope.nope import NoPE, NoPETransformerModel
@@ -27,11 +27,8 @@ from test_model import decode_step_by_step_equals_full_pass, encode
 # every registered encoding but RoPE, in each of its tiny-model variants (Shaw's keys-only ablation takes
 # the SDPA path): (model, flags); the variants' settings put clipping and log-spaced buckets within a dozen tokens
 MODELS = {name: MODEL_REGISTRY[name] for name, encoding in ENCODINGS.items() if encoding is not RopeOptions}
-VARIANTS, VARIANT_IDS = [], []
-for _name in MODELS:
-    for _variant, _flags in (ENCODINGS[_name].tiny_model_variants or {_name.removesuffix("_transformer"): ()}).items():
-        VARIANTS.append((_name, list(_flags)))
-        VARIANT_IDS.append(_variant.replace(" ", "-"))
+VARIANTS = [(name, flags) for _, name, flags in encoding_variants() if name in MODELS]
+VARIANT_IDS = [variant.replace(" ", "-") for variant, name, _ in encoding_variants() if name in MODELS]
 
 
 # ---- the papers' definitions, written out independently (loops over positions, float64) ----

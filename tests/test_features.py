@@ -20,9 +20,10 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq_cli import train as fairseq_train
 
-from conftest import BIN, TEST_ENCODING_USER_DIR, USER_DIR, free_port, model_of, random_tokens, reversal_task
+from conftest import (BIN, TEST_ENCODING_USER_DIR, USER_DIR, encoding_variants, free_port, model_of, random_tokens,
+                      reversal_task)
 from fairseq_rope.checkpoints import load_checkpoint
-from fairseq_rope.encodings import ENCODINGS as REGISTERED, EncodingTransformerModel
+from fairseq_rope.encodings import EncodingTransformerModel
 from test_model import decode_step_by_step_equals_full_pass
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "position_encodings.md")
@@ -30,10 +31,7 @@ BEGIN, END = "<!-- feature matrix: python tests/test_features.py -->", "<!-- end
 
 # the encodings as a user picks them, from the registry: column name -> (arch, flags); each encoding's
 # variants and their small settings are its own (tiny_model_variants)
-ENCODINGS = {"transformer": ("transformer", [])}
-for _name, _encoding in REGISTERED.items():
-    for _variant, _flags in (_encoding.tiny_model_variants or {_name.removesuffix("_transformer"): ()}).items():
-        ENCODINGS[_variant] = (_name, list(_flags))
+ENCODINGS = {"transformer": ("transformer", []), **{variant: (name, flags) for variant, name, flags in encoding_variants()}}
 
 MODEL = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
          "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "4",
