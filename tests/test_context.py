@@ -183,32 +183,23 @@ def test_a_context_that_contradicts_the_record_is_refused(data, tmp_path):
 
 
 @pytest.mark.parametrize("k", [0, 2])
-def test_batched_translation_equals_one_sentence_at_a_time(data, k):
-    """Translations and scores do not depend on the batch: each row gets fairseq's length limits after its
-    own forced prefix (the untrained model runs into the limit of 4 tokens, where a batch's longest prefix
-    would give shorter prefixes more), and results go back to their own sentences."""
-    translator = translator_for(data, k)
-    src, _ = documents_for(k)
+@pytest.mark.parametrize("arch", ["transformer", *ENCODINGS])
+def test_batched_translation_equals_one_sentence_at_a_time(data, arch, k, tmp_path):
+    """Translations and scores do not depend on the batch, with every registered encoding and fairseq's
+    transformer (untrained, 1 + 1 layers): each row gets fairseq's length limits after its own forced
+    prefix (the untrained model runs into the limit of 4 tokens, where a batch's longest prefix would give
+    shorter prefixes more), results go back to their own sentences, and every sentence, the empty one too,
+    gets a translation."""
+    dirs, _ = data
+    checkpoint = untrained_checkpoint(dirs[0], tmp_path / "checkpoint.pt", "src", "tgt", arch=arch, seed=3)
+    hub = load_translator(str(tmp_path), str(dirs[k]), checkpoint_file=checkpoint.name, device="cpu")
+    translator = ContextTranslator(hub)
+    src, tgt = documents_for(k)
     batched = translator.translate_documents_ids(src, max_len_b=4, batch_size=64)
     alone = translator.translate_documents_ids(src, max_len_b=4, batch_size=1)
     assert [[ids for ids, _ in doc] for doc in batched] == [[ids for ids, _ in doc] for doc in alone]
     assert [s for doc in batched for _, s in doc] == pytest.approx([s for doc in alone for _, s in doc], abs=1e-5)
     assert max(len(ids) for doc in batched for ids, _ in doc) <= 4
-
-
-@pytest.mark.parametrize("arch", ["transformer", *ENCODINGS])
-def test_every_encoding_translates_and_scores_documents_alike_in_any_batch(data, arch, tmp_path):
-    """Every registered encoding (and fairseq's transformer) in context (K = 2, untrained, 1 + 1 layers):
-    translations and scores of documents are the same in batches of 64 as one sentence at a time, and
-    every sentence, the empty one too, gets a translation."""
-    dirs, _ = data
-    checkpoint = untrained_checkpoint(dirs[0], tmp_path / "checkpoint.pt", "src", "tgt", arch=arch, seed=3)
-    hub = load_translator(str(tmp_path), str(dirs[2]), checkpoint_file=checkpoint.name, device="cpu")
-    translator = ContextTranslator(hub)
-    src, tgt = documents_for(2)
-    batched = translator.translate_documents_ids(src, max_len_b=4, batch_size=64)
-    alone = translator.translate_documents_ids(src, max_len_b=4, batch_size=1)
-    assert [[ids for ids, _ in doc] for doc in batched] == [[ids for ids, _ in doc] for doc in alone]
     assert [len(doc) for doc in batched] == [len(doc) for doc in src] and all(ids for doc in batched for ids, _ in doc)
     items = [(src[d][:i], tgt[d][:i], src[d][i], tgt[d][i]) for d in range(len(src)) for i in range(len(src[d]))]
     assert translator.score(items, batch_size=64) == pytest.approx(translator.score(items, batch_size=1), abs=1e-4)
