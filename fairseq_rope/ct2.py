@@ -191,9 +191,10 @@ def check_exportable(args, model_name):
         raise ExportError("cannot export to CTranslate2: " + "; ".join(problems))
 
 
-def set_input_layers(spec, module, rotary: bool):
-    """ctranslate2's fairseq ``set_input_layers`` without a position table for rotary models."""
-    if rotary:
+def set_input_layers(spec, module, positions_in_attention: bool):
+    """ctranslate2's fairseq ``set_input_layers``, without a position table for models whose positions
+    are in their self-attention (rotary or relative)."""
+    if positions_in_attention:
         ct2_fairseq.set_embeddings(spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings,
                                    module.embed_tokens)
         spec.scale_embeddings = module.embed_scale
