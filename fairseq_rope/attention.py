@@ -16,7 +16,7 @@ auto``, each sentence's YaRN factor (``rope_scaling_factors``, B) and the traini
 (``training_length``) where a sentence is longer than the training length.
 """
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
 from torch import Tensor
 
@@ -41,9 +41,9 @@ class RotaryMultiheadAttention(SelfAttention):
         self.options = options
         self.rotary = RotaryEmbedding(self.head_dim, options)
 
-    def position_queries_keys(self, q: Tensor, k: Tensor, past: int, inputs: Dict[str, Any]) -> Tuple[Tensor, Tensor]:
-        """Eq. 34 on q and k: the keys are cached rotated."""
-        return self.rotate(q, past, inputs), self.rotate(k, past, inputs)
+    def position_queries_keys(self, qk: Tensor, past: int, inputs: Dict[str, Any]) -> Tensor:
+        """Eq. 34 on q and k (B x 2H x T x D), in one call: the keys are cached rotated."""
+        return self.rotate(qk, past, inputs)
 
     def check_self_attention(self, query, key, value, static_kv, incremental_state, inputs):
         super().check_self_attention(query, key, value, static_kv, incremental_state, inputs)

@@ -73,10 +73,13 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
         except Exception:
             unsafe = []
         unsafe = ", ".join(name for name in unsafe if name not in allowed_names()) or "pickle instructions torch's safe loader refuses"
+        detail = str(error).split("WeightsUnpickler error:", 1)[-1].strip()  # what torch refused, on one line
+        refused = detail.splitlines()[0] if detail else ""
         raise UnsafeCheckpointError(
             f"{path}: refusing to load this checkpoint: its pickle needs {unsafe}, which a fairseq "
             f"checkpoint never contains and which could run code. Nothing from it was executed. "
-            f"Only load it with weights_only=False if you trust whoever made it.\n{error}"
+            f"Only load it with weights_only=False if you trust whoever made it"
+            + (f" (torch's safe loader: {refused})" if refused else "")
         ) from None
 
 

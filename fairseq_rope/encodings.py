@@ -259,10 +259,6 @@ class Stack:
             for module in self.modules():
                 if isinstance(module, StackBiasAttention):
                     module.use_stack_bias(self.position_bias)
-        # fairseq's loop calls each layer with fixed arguments: the hook adds this forward's inputs (the
-        # layers as built, not as iterated: LayerDrop samples them)
-        for layer in self.layers.children():
-            layer.register_forward_pre_hook(self.pass_position_inputs, with_kwargs=True)
 
     def pass_position_inputs(self, layer, args, kwargs):
         return args, {**kwargs, "position_inputs": self.position_inputs}
@@ -271,13 +267,23 @@ class Stack:
     def run_layers_with(self, inputs: Dict[str, Any]):
         """Runs fairseq's forward of the stack with its layers called with ``inputs`` (and, without
         gradients, an empty cache for the stack's bias): an argument of each layer's call, and so of
-        activation checkpointing's second run of the layer in the backward."""
+        activation checkpointing's second run of the layer in the backward. fairseq's loop calls each
+        layer with fixed arguments: a hook on each layer (as built, not as iterated: LayerDrop samples
+        them) adds them, for this forward only, and only where there is something to pass (most
+        forwards of most encodings have nothing: fairseq's loop then runs as it is, as in beam search)."""
         if self.position_bias is not None and not torch.is_grad_enabled():
             inputs = {**inputs, "stack_bias": {}}
+        if all(value is None for value in inputs.values()):
+            yield
+            return
         self.position_inputs = inputs
+        hooks = [layer.register_forward_pre_hook(self.pass_position_inputs, with_kwargs=True)
+                 for layer in self.layers.children()]
         try:
             yield
         finally:
+            for hook in hooks:
+                hook.remove()
             self.position_inputs = None
 
     def max_positions(self):

@@ -132,6 +132,22 @@ def _require(path: str, what: str):
         raise FileNotFoundError(f"{what} not found: {path}")
 
 
+def check_device(device: Optional[str]) -> str:
+    """``device`` as torch names it ("cpu", "cuda", "cuda:N"), one that is there; None: "cuda" when torch
+    sees a GPU, else "cpu". A ValueError says what is wrong."""
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: torch {torch.__version__} sees no CUDA GPU here; use device 'cpu'")
+    return device
+
+
 def load_translator(
     model_dir: str,
     data_bin: Optional[str] = None,
@@ -176,7 +192,7 @@ def load_translator(
     dictionaries and record are used (``data_bin`` and the subword arguments must then be left
     out); ``compute_type`` and ``threads`` are CTranslate2's.
     """
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = check_device(device)
     if tokenizer not in (None, "moses", "none"):
         raise ValueError(f"tokenizer must be 'moses' or 'none' (prepare.sh's PRETOKENIZER), got {tokenizer!r}")
     if backend == "ctranslate2":

@@ -28,6 +28,8 @@ ATTENTIONS = ("softmax", "linear")
 # Rotations for inputs longer than the training lengths (none = the paper's), see rotary.py;
 # auto: YaRN per sentence, its factor the sentence's source length over the training length L
 SCALINGS = ("none", "linear", "ntk", "yarn", "auto")
+# How the rotation runs (rotary.py); every one computes eq. 34 from the same table
+ROTATIONS = ("auto", "eager", "triton", "compile")
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,12 @@ class RopeOptions(PositionEncoding):
                                                      "longer than the training sentences are seen; evaluation and "
                                                      "generation use 0, 1, 2, ..."})
 
+    rotation: str = field(default="auto", metadata={
+        "metavar": "R", "help": "how the rotation runs (the same eq. 34): 'auto' (a fused Triton kernel for tensors "
+                                "on a GPU where Triton is installed, eager otherwise), 'eager' (element-wise torch "
+                                "operations), 'triton' (the kernel, or an error where it cannot run) or 'compile' "
+                                "(the eager rotation compiled by torch.compile)"})
+
     def __post_init__(self):
         fail = self.fail
         if not self.theta > 0:
@@ -84,6 +92,8 @@ class RopeOptions(PositionEncoding):
             fail("layout", f"must be one of {', '.join(LAYOUTS)}")
         if self.dim is not None and (self.dim < 2 or self.dim % 2):
             fail("dim", "must be an even number >= 2 (the rotated channels of each head)")
+        if self.rotation not in ROTATIONS:
+            fail("rotation", f"must be one of {', '.join(ROTATIONS)}")
         if self.attention not in ATTENTIONS:
             fail("attention", f"must be one of {', '.join(ATTENTIONS)}")
         if self.scaling not in SCALINGS:

@@ -25,13 +25,21 @@ Angles m*theta_i are computed in float64 from integer positions, whatever the dt
 model (a float16 m*theta is off by whole radians at long positions), then cast once to the
 table's dtype; the rows used are cast to the dtype of q and k (under autocast the module stays
 float32 while q and k are float16/bfloat16). The table grows on demand and is never saved.
+
+How the rotation runs (``RopeOptions.rotation``, decided once when the module is built): "eager",
+the two element-wise products above (``apply_rotary``); "triton", one fused kernel per call,
+forward and backward (fused_rotary.py); "compile", ``apply_rotary`` compiled by torch.compile;
+"auto", the kernel for tensors on a GPU where Triton is installed, eager on the CPU. All compute
+the same eq. 34 from the same table.
 """
 
 import math
-from typing import Tuple
+from typing import Callable, Tuple
 
 import torch
 from torch import Tensor, nn
+
+from .fused_rotary import TRITON_INSTALLED, fused_rotation, kernel_available
 
 # Scalings for inputs longer than the training lengths (RopeOptions.scaling; none = the paper's):
 #   linear: theta_i / F                  position interpolation (Chen et al. 2023): m -> m / F
@@ -65,6 +73,8 @@ class RotaryEmbedding(nn.Module):
         # move them, non-persistent so that checkpoints never carry them
         self.register_buffer("cos_table", torch.empty(0, self.dim), persistent=False)
         self.register_buffer("sin_table", torch.empty(0, self.dim), persistent=False)
+        self.fused = options.rotation in ("auto", "triton")  # the kernel where it can run (see rotation_path)
+        self.eager = compiled_rotary() if options.rotation == "compile" else apply_rotary
 
     def extra_repr(self):
         return f"dim={self.dim}, {self.options}"
@@ -107,17 +117,39 @@ class RotaryEmbedding(nn.Module):
         self._grow(end)
         return self.cos_table[start:end].to(dtype), self.sin_table[start:end].to(dtype)
 
+    def use_kernel(self, x: Tensor) -> bool:
+        """Whether ``x`` (B x H x T x C) goes through the fused kernel: "auto" on a GPU where Triton is
+        installed; "triton" wherever the kernel runs (a GPU, or the CPU under TRITON_INTERPRET=1),
+        elsewhere an error."""
+        if not self.fused or x.dim() != 4:
+            return False
+        if self.options.rotation == "auto":
+            return x.is_cuda and TRITON_INSTALLED
+        if not kernel_available(x):
+            raise RuntimeError(f"--rope-rotation triton: the Triton kernel cannot rotate a {x.device.type} tensor "
+                               f"({'Triton is not installed' if not TRITON_INSTALLED else 'a CUDA GPU is needed'}; "
+                               "TRITON_INTERPRET=1 runs it on the CPU, slowly); use --rope-rotation auto or eager")
+        return True
+
     def rotate(self, x: Tensor, start: int = 0) -> Tensor:
         """``x`` (... x T x C) rotated at positions start .. start+T-1 along its second-last axis,
         in x's dtype: the T x C rows broadcast over the leading axes."""
+        if self.use_kernel(x):
+            self._grow(start + x.size(-2))
+            return fused_rotation(x, self.cos_table, self.sin_table, self.options.layout, start=start)
         cos, sin = self.cos_sin(start, start + x.size(-2), x.dtype)
-        return apply_rotary(x, cos, sin, self.options.layout)
+        return self.eager(x, cos, sin, self.options.layout)
 
     def rotate_at(self, x: Tensor, positions: Tensor) -> Tensor:
-        """``x`` (..., T, C) rotated by integer ``positions`` broadcastable to x[..., 0]."""
+        """``x`` (..., T, C) rotated by integer ``positions`` broadcastable to x[..., 0] (the kernel:
+        x B x H x T x C and positions B x 1 x T, the same for every head)."""
         end = int(positions.max()) + 1 if positions.numel() else 0
+        if positions.dim() == 3 and positions.size(1) == 1 and self.use_kernel(x):
+            self._grow(end)
+            return fused_rotation(x, self.cos_table, self.sin_table, self.options.layout,
+                                               positions=positions[:, 0])
         cos, sin = self.cos_sin(0, end, x.dtype)
-        return apply_rotary(x, cos[positions], sin[positions], self.options.layout)
+        return self.eager(x, cos[positions], sin[positions], self.options.layout)
 
     def rotate_per_sentence(self, x: Tensor, start: int, factors: Tensor, length: int) -> Tensor:
         """``x`` (B x H x T x C) rotated at positions start .. start+T-1 with sentence b's own
@@ -130,7 +162,9 @@ class RotaryEmbedding(nn.Module):
         angles = positions[None, :, None] * freq[:, None, :]  # B x T x d/2
         magnitude = yarn_magnitude(factors)[:, :, None]  # B x 1 x 1
         cos, sin = signed_rows(angles.cos() * magnitude, angles.sin() * magnitude, self.options.layout)
-        return apply_rotary(x, cos[:, None].to(x.dtype), sin[:, None].to(x.dtype), self.options.layout)
+        if self.use_kernel(x):  # B x T x rot tables, float32
+            return fused_rotation(x, cos.float(), sin.float(), self.options.layout)
+        return self.eager(x, cos[:, None].to(x.dtype), sin[:, None].to(x.dtype), self.options.layout)
 
 
 def frequencies(theta: float, dim: int, scaling: str = "none", factor=1.0, length=None) -> Tensor:
@@ -171,6 +205,12 @@ def swap_pairs(x: Tensor, layout: str) -> Tensor:
     if layout == "interleaved":
         return x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
     return x.roll(x.size(-1) // 2, dims=-1)
+
+
+def compiled_rotary() -> Callable:
+    """``apply_rotary`` compiled by torch.compile (Inductor fuses it, forward and backward), for
+    every shape (dynamic)."""
+    return torch.compile(apply_rotary, dynamic=True)
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:

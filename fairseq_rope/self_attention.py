@@ -6,7 +6,8 @@ the same parameters (``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``) and the s
 ``reorder_incremental_state`` reorders it for beam search. A position encoding subclasses it and
 overrides one or more of three hooks, each a no-op here:
 
-  * :meth:`position_queries_keys` (q, k before they are cached): RoPE rotates them (attention.py);
+  * :meth:`position_queries_keys` (q and k before they are cached, as one B x 2H x T x D tensor: the
+    queries' heads, then the keys'): RoPE rotates them in one call (attention.py);
   * :meth:`position_logits`: an additive term on the logits q k^T / sqrt(d), B (or 1) x H x T x S:
     Shaw's q a^K (shaw.py), T5's bucketed bias (t5_bias.py), ALiBi's linear penalty (alibi.py);
   * :meth:`position_values`: a term added to the output from the attention weights, Shaw's
@@ -20,6 +21,10 @@ fairseq's layers call self-attention with fixed arguments); a self-attention cal
 Positions are slot indices: the T new queries are at past .. past+T-1 (past = cached keys), the S keys
 at 0 .. S-1. Padding is masked, and every encoding here depends on i - j only, so a left-padded
 sentence attends exactly as it would alone.
+
+q, k and v come from one GEMM on the stacked weights of ``q_proj``, ``k_proj`` and ``v_proj`` (one
+launch where fairseq's attention makes three; the checkpoint keeps fairseq's three projections),
+except with quant noise, which perturbs each projection's weight through its own module.
 
 Two ways to attend, chosen by one visible condition in :meth:`forward`:
   * ``F.scaled_dot_product_attention``, whenever neither the caller nor the encoding needs the weights
@@ -58,10 +63,12 @@ class SelfAttention(MultiheadAttention):
         super().__init__(embed_dim, num_heads, dropout=dropout, bias=bias, self_attention=True,
                          q_noise=q_noise, qn_block_size=qn_block_size)
         self.causal = causal
+        self.packed = q_noise == 0  # one GEMM for q, k, v (see split_heads)
 
-    def position_queries_keys(self, q: Tensor, k: Tensor, past: int, inputs: Dict[str, Any]) -> Tuple[Tensor, Tensor]:
-        """q, k (B x H x T x D) of the tokens at past .. past+T-1, as they are attended and cached."""
-        return q, k
+    def position_queries_keys(self, qk: Tensor, past: int, inputs: Dict[str, Any]) -> Tensor:
+        """q and k (B x 2H x T x D: the queries' heads, then the keys') of the tokens at past .. past+T-1,
+        as they are attended and cached."""
+        return qk
 
     def position_logits(self, q: Tensor, past: int, S: int, inputs: Dict[str, Any]) -> Optional[Tensor]:
         """Added to the logits (after the 1/sqrt(d) scaling): B or 1 x H x T x S, or None."""
@@ -89,8 +96,9 @@ class SelfAttention(MultiheadAttention):
         self.check_self_attention(query, key, value, static_kv, incremental_state, inputs)
         saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
         past = 0 if saved.get("prev_key") is None else saved["prev_key"].size(2)
-        q, k, v = self.split_heads(query)  # B x H x T x D each
-        q, k = self.position_queries_keys(q, k, past, inputs)
+        qk, v = self.split_heads(query)  # B x 2H x T x D, B x H x T x D
+        qk = self.position_queries_keys(qk, past, inputs)
+        q, k = qk[:, :self.num_heads], qk[:, self.num_heads:]
         padding = None if key_padding_mask is None else key_padding_mask.bool()  # B x T, True: padding
         if incremental_state is not None:  # all keys so far (fairseq's cache: concatenated)
             if past:
@@ -114,11 +122,18 @@ class SelfAttention(MultiheadAttention):
         if static_kv:
             raise ValueError(f"{type(self).__name__} is self-attention: static_kv is not supported")
 
-    def split_heads(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        """q, k, v of x (T x B x C), each B x H x T x D, unscaled."""
+    def split_heads(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        """q and k (B x 2H x T x D: the queries' heads, then the keys') and v (B x H x T x D) of x
+        (T x B x C), unscaled: views of one T x B x 3C projection."""
         T, B, _ = x.shape
-        return tuple(p(x).view(T, B, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
-                     for p in (self.q_proj, self.k_proj, self.v_proj))
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        if self.packed:
+            bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
+            qkv = F.linear(x, torch.cat([p.weight for p in projections]), bias)
+        else:
+            qkv = torch.cat([p(x) for p in projections], dim=-1)
+        qkv = qkv.view(T, B, 3 * self.num_heads, self.head_dim).permute(1, 2, 0, 3)  # B x 3H x T x D
+        return qkv[:, :2 * self.num_heads], qkv[:, 2 * self.num_heads:]
 
     def merge_heads(self, attn: Tensor) -> Tensor:
         """B x H x T x D -> T x B x C, through the output projection."""

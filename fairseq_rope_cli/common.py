@@ -181,11 +181,12 @@ def load_model(args, prog: str, record):
         overrides = None
     if not isinstance(overrides, dict):
         raise InputError(prog, f"--model-overrides must be a Python dict, got {args.model_overrides!r}")
+    from fairseq_rope.checkpoints import CheckpointError
     from fairseq_rope.hub import load_translator
 
     try:
         return load_translator(os.path.dirname(os.path.abspath(args.checkpoint)), args.data_bin,
                                checkpoint_file=os.path.basename(args.checkpoint), preprocessing=record,
                                device=args.device, model_overrides=overrides)
-    except (FileNotFoundError, ValueError) as error:
+    except (FileNotFoundError, ValueError, CheckpointError) as error:
         raise InputError(prog, str(error)) from None

@@ -38,7 +38,7 @@ def parse_args(argv=None):
                                        "(backend fairseq)")
     ap.add_argument("--checkpoint-file", help=f"the checkpoint in --model-dir (default: {AVERAGED} where it "
                                               "exists, else checkpoint_best.pt)")
-    ap.add_argument("--input", help="UTF-8 text file (default: stdin)")
+    ap.add_argument("--input", help="UTF-8 text file (default, or -: stdin)")
     ap.add_argument("--output", help="the translation, written atomically (default: stdout)")
     ap.add_argument("--keep-line-breaks", action="store_true",
                     help="translate every line on its own and keep the line breaks inside paragraphs")
@@ -53,7 +53,7 @@ def parse_args(argv=None):
 def read_text(path):
     """The input as text: the file (or stdin when ``path`` is None), strictly UTF-8, not empty."""
     name = path or "stdin"
-    if path is not None:
+    if path is not None and path != "-":
         if os.path.isdir(path):
             raise InputError(PROG, f"--input {path} is a directory; give a text file")
         if not os.path.isfile(path):
@@ -62,6 +62,9 @@ def read_text(path):
             data = f.read()
     else:
         data = sys.stdin.buffer.read()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError(PROG, f"{name} is UTF-16 (it starts with a UTF-16 byte-order mark); convert it to UTF-8, "
+                               "e.g. with iconv -f utf-16 -t utf-8")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -71,6 +74,19 @@ def read_text(path):
     if not text.strip():
         raise InputError(PROG, f"{name} is empty: nothing to translate")
     return text
+
+
+def check_output(path):
+    """--output must be a file that can be written, checked before the translation starts."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise InputError(PROG, f"--output {path} is a directory; give a file name")
+    if not os.path.isdir(folder):
+        raise InputError(PROG, f"--output {path}: its folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise InputError(PROG, f"--output {path} cannot be written (permissions)")
 
 
 class Progress:
@@ -112,8 +128,19 @@ def main(argv=None):
     elif args.data_bin or args.checkpoint_file:
         raise InputError(PROG, "--backend ctranslate2 takes the model, dictionaries and record from --model-dir; "
                                "leave out --data-bin and --checkpoint-file")
+    check_output(args.output)
     text = read_text(args.input)
-    from fairseq_rope.hub import load_translator
+    if args.backend == "fairseq" and not any(name.startswith("dict.") and name.endswith(".txt")
+                                             for name in os.listdir(args.data_bin)):
+        raise InputError(PROG, f"--data-bin {args.data_bin} has no dict.*.txt: not a data-bin (fairseq-preprocess's "
+                               "output, with the dictionaries the model was trained with)")
+    from fairseq_rope.checkpoints import CheckpointError
+    from fairseq_rope.hub import check_device, load_translator
+
+    try:
+        check_device(args.device)
+    except ValueError as error:
+        raise InputError(PROG, f"--device: {error}") from None
 
     try:
         if args.backend == "fairseq":
@@ -122,7 +149,7 @@ def main(argv=None):
         else:
             mt = load_translator(args.model_dir, backend="ctranslate2", beam=args.beam, lenpen=args.lenpen,
                                  device=args.device)
-    except (FileNotFoundError, ValueError) as error:
+    except (FileNotFoundError, ValueError, CheckpointError) as error:
         raise InputError(PROG, str(error)) from None
     progress = Progress()
     start = time.perf_counter()

@@ -279,6 +279,19 @@ def read(path: str) -> Preprocessing:
             raise PreprocessingError(f"{path}: field {where}{key!r} missing")
         return obj[key]
 
+    def inside(name, field):
+        """``name``, a file of the record's own directory: absolute paths, '..' and links that lead out
+        are refused (a shared data-bin or export must not make the tools read files elsewhere)."""
+        if not isinstance(name, str) or not name:
+            raise PreprocessingError(f"{path}: field {field!r} must be a file name, got {name!r}")
+        target = os.path.join(base, name)
+        real_base = os.path.realpath(base)
+        if os.path.isabs(name) or os.pardir in name.replace("\\", "/").split("/") or \
+                os.path.commonpath([real_base, os.path.realpath(target)]) != real_base:
+            raise PreprocessingError(f"{path}: field {field!r} names {name!r}, which lies outside {base}; a record "
+                                     "names files in its own directory")
+        return target
+
     if get(data, "format") != FORMAT:
         raise PreprocessingError(f"{path}: format {data['format']!r}; this fairseq-rope reads format {FORMAT}")
     subword = get(data, "subword")
@@ -287,11 +300,13 @@ def read(path: str) -> Preprocessing:
     return Preprocessing(
         source_lang=get(data, "source_lang"), target_lang=get(data, "target_lang"),
         pretokenizer=get(data, "pretokenizer"), subword=kind,
-        codes=os.path.join(base, get(subword, "codes", "subword.")) if kind == "subword_nmt" else None,
+        codes=inside(get(subword, "codes", "subword."), "subword.codes") if kind == "subword_nmt" else None,
         separator=subword.get("separator", "@@"),
-        vocabulary={lang: os.path.join(base, name) for lang, name in (subword.get("vocabulary") or {}).items()},
+        vocabulary={lang: inside(name, f"subword.vocabulary.{lang}")
+                    for lang, name in (subword.get("vocabulary") or {}).items()},
         vocabulary_threshold=subword.get("vocabulary_threshold"),
-        sentencepiece_model=os.path.join(base, get(subword, "model", "subword.")) if kind == "sentencepiece" else None,
+        sentencepiece_model=inside(get(subword, "model", "subword."), "subword.model") if kind == "sentencepiece"
+        else None,
         context=get(context, "sentences", "context."), context_separator=get(context, "separator", "context."),
         origin=path)
 

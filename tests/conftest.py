@@ -11,6 +11,12 @@ import sys
 import pytest
 import torch
 
+# The fused rotation's Triton kernel (--rope-rotation triton) runs on CPU tensors through Triton's
+# interpreter, which must be chosen before triton is imported; "auto" keeps the CPU on the eager path.
+# A GPU machine runs the kernel natively (tests/test_cuda.py).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 import fairseq_rope  # the installed plugin (pip install -e .); registers the model
 import kerple  # a sixth encoding, the tests' own: every registry-driven test covers it
 from fairseq import options, tasks

@@ -109,7 +109,7 @@ def test_half_precision_model_rotates_in_its_dtype(sdpa_calls, rotation_calls, d
     with torch.no_grad():
         attn(x, x, x, need_weights=False)
         q = attn.q_proj(x).view(T, 2, H, C // H).permute(1, 2, 0, 3)
-    assert rotation_calls == [(dtype, dtype, dtype)] * 2  # q, then k
+    assert rotation_calls == [(dtype, dtype, dtype)]  # q and k in one call
     assert [call[name].dtype for call in sdpa_calls for name in "qkv"] == [dtype] * 3
     cos, sin = attn.rotary.cos_table[:T], attn.rotary.sin_table[:T]
     pair = slice(0, None, 2) if layout == "interleaved" else slice(0, C // H // 2)
@@ -127,7 +127,7 @@ def test_autocast_rotation_receives_the_projections_dtype(rotation_calls):
     x = torch.randn(20, 2, C)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         attn(x, x, x, need_weights=False)
-    assert rotation_calls == [(torch.bfloat16,) * 3] * 2
+    assert rotation_calls == [(torch.bfloat16,) * 3]  # q and k in one call
 
 
 def test_sdpa_gets_no_mask_where_nothing_is_padded(dict_dir, build, sdpa_calls):

@@ -80,3 +80,50 @@ def test_self_attention_runs_on_flash_kernel_without_padding(dict_dir, build, mo
     with torch.no_grad():
         out = model(src.cuda(), lengths.cuda(), prev)[0]
     assert torch.isfinite(out).all() and not all(calls)
+
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_fused_rotation_on_cuda_is_eq34(dtype, layout):
+    """The Triton kernel compiled for the GPU (bfloat16 included, which the CPU interpreter lacks):
+    eq. 34 in float64 within the dtype's rounding, forward and backward, at an offset, at explicit
+    positions and with a partial rotation, on q and k as the packed projection lays them out."""
+    from test_fused_rotary import angles_at, check_forward_backward
+    from fairseq_rope.options import RopeOptions
+    from fairseq_rope.rotary import RotaryEmbedding
+
+    B, H, T, D = 4, 8, 37, 64
+    for rot, start in ((64, 0), (64, 129), (32, 5)):
+        rope = RotaryEmbedding(D, RopeOptions(layout=layout, dim=None if rot == D else rot, rotation="triton")).cuda()
+        explicit = torch.sort(torch.randperm(1000)[:T * B].view(B, T), dim=1).values
+        cases = [(lambda x: rope.rotate(x, start), torch.arange(start, start + T).expand(B, T)),
+                 (lambda x: rope.rotate_at(x, explicit.cuda()[:, None, :]), explicit)]
+        for rotate, positions in cases:
+            qkv = torch.randn(T, B, 3 * H, D, device="cuda").to(dtype)
+            x = qkv.permute(1, 2, 0, 3)[:, :2 * H].detach().requires_grad_()
+            check_forward_backward(rotate, x, angles_at(positions, rot).cuda(), layout)
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_default_rotation_on_cuda_is_the_kernel(dict_dir, build, monkeypatch, dtype):
+    """--rope-rotation auto on a GPU rotates with the Triton kernel, never the eager eq. 34, and
+    gives the eager model's outputs within the half type's rounding."""
+    from fairseq_rope import rotary
+
+    calls = []
+    apply_rotary = rotary.apply_rotary
+    monkeypatch.setattr(rotary, "apply_rotary", lambda *a: calls.append(a[0].device.type) or apply_rotary(*a))
+    model, task = build(dict_dir, "rope_transformer", *BASE, tiny=False)
+    eager, _ = build(dict_dir, "rope_transformer", *BASE, "--rope-rotation", "eager", tiny=False)
+    eager.load_state_dict(model.state_dict())
+    model, eager = model.cuda().to(HALF[dtype]), eager.cuda().to(HALF[dtype])
+    src, lengths = random_tokens(task, [37, 21, 30], seed=1)
+    prev, _ = random_tokens(task, [24, 24, 24], seed=2, left_pad=False)
+    src, lengths, prev = src.cuda(), lengths.cuda(), prev.cuda()
+    with torch.no_grad():
+        out = model(src, lengths, prev)[0].float()
+        assert not calls
+        want = eager(src, lengths, prev)[0].float()
+        assert calls and set(calls) == {"cuda"}
+    eps = torch.finfo(HALF[dtype]).eps
+    assert (out - want).abs().max().item() < 4 * eps * want.abs().max().item()

@@ -491,7 +491,7 @@ def test_encodings_import_from_the_scaffold_only():
     import fairseq_rope
 
     scaffold = {"encodings", "self_attention"}
-    families = [{"options", "rotary", "attention", "linear_attention", "model"}, {"shaw"}, {"t5_bias"}, {"alibi"},
+    families = [{"options", "rotary", "fused_rotary", "attention", "linear_attention", "model"}, {"shaw"}, {"t5_bias"}, {"alibi"},
                 {"nope"}]
     package = os.path.dirname(fairseq_rope.__file__)
 

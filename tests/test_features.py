@@ -182,7 +182,8 @@ def check_checkpointing(dict_dir, encoding, flags, **_):
     assert all(hasattr(layer, "precheckpoint_forward") for layer in (*model.encoder.layers, *model.decoder.layers))
     loss, grads = training_step(model, task)
     plain_loss, plain_grads = training_step(plain, task)
-    assert loss.item() == plain_loss.item()
+    # float32 rounding only: matmul may lay out its strided q/k views otherwise with gradients than without
+    torch.testing.assert_close(loss, plain_loss, rtol=1e-6, atol=0)
     assert grads.keys() == plain_grads.keys()
     for name, grad in grads.items():
         torch.testing.assert_close(grad, plain_grads[name], rtol=1e-5, atol=1e-7, msg=lambda m: f"{name}: {m}")

@@ -164,13 +164,13 @@ def test_random_positions_only_in_training(dict_dir, build):
     assert not torch.allclose(first, second)
     for side, tokens in (("encoder", src), ("decoder", prev)):
         calls = sets[side]
-        assert len(calls) == 2 * 2  # q and k in each of 2 layers
+        assert len(calls) == 2  # q and k together in each of 2 layers
         assert all(torch.equal(p, calls[0]) for p in calls), side  # one set for every layer
         positions = calls[0]  # B x T
         assert positions.shape == tokens.shape and positions.max() < 64, side
         assert (positions[:, 1:] > positions[:, :-1]).all(), side  # distinct and sorted: order is kept
         assert not torch.equal(positions, torch.arange(tokens.size(1)).expand_as(positions)), side
-        assert not torch.equal(seen[side][4], positions), side  # drawn anew for the next forward
+        assert not torch.equal(seen[side][2], positions), side  # drawn anew for the next forward
     model.eval()
     for calls in seen.values():
         calls.clear()
@@ -262,9 +262,9 @@ def test_auto_gives_each_sentence_its_source_length_over_the_training_length(dic
         out = auto.decoder(prev, encoder_out=enc)[0]
         reference = plain.decoder(prev, encoder_out=plain.encoder(src, src_lengths=lengths))[0]
     layers = len(auto.encoder.layers) + len(auto.decoder.layers)
-    assert len(seen) == 2 * layers  # q and k of every self-attention
+    assert len(seen) == layers  # q and k (together) of every self-attention
     assert all(torch.equal(f, want) for f, _ in seen)
-    assert [length for _, length in seen] == [8] * 2 * len(auto.encoder.layers) + [9] * 2 * len(auto.decoder.layers)
+    assert [length for _, length in seen] == [8] * len(auto.encoder.layers) + [9] * len(auto.decoder.layers)
     assert not torch.allclose(out[2:], reference[2:], atol=1e-3)  # longer sentences are scaled
     # sentences of at most L tokens: the plain model's outputs, alone and in this mixed batch
     torch.testing.assert_close(out[:2], reference[:2], rtol=1e-6, atol=1e-6)

@@ -223,8 +223,11 @@ def test_rank_killed_mid_training_stops_the_others_and_the_rerun_resumes_to_the_
 
     save = prepared["work"] / "checkpoints" / "rank_killed"
     env = dict(env, RUN_NAME="rank_killed", MASTER_PORT=str(free_port()))
+    # the signal's default disposition, whatever this test inherited: a suite started as a background job
+    # (or by nohup) ignores SIGINT, and bash cannot undo an ignore it is started with
     proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     log = save / "train.log"
     while not (log.exists() and re.search(r'"num_updates": "1[0-9]"', log.read_text())):
         assert proc.poll() is None, proc.stderr.read()[-3000:]

@@ -226,6 +226,9 @@ else
     # it, which would leave it and its fairseq-train behind), killed when the script ends for any reason:
     # one rank failing must not leave the others waiting, nor a stopped script its ranks training
     pids=()
+    if [ "$(trap -p INT)" = "trap -- '' SIGINT" ]; then  # a shell cannot undo an ignore it was started with
+      log "  started with Ctrl-C (SIGINT) ignored (nohup, a background job): stop it with kill $$ (SIGTERM)"
+    fi
     trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
     trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP  # (so that the EXIT trap runs)
     for ((rank = 1; rank < WORLD; rank++)); do

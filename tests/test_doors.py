@@ -1,0 +1,177 @@
+"""Files made by someone else, and a careless user's arguments: a record names files in its own
+directory only, a checkpoint that would run code or is damaged is one line through every command
+that loads one, and fairseq-rope-translate answers each wrong argument with one line
+``fairseq-rope-translate: error: ...`` and status 1, before the translation starts."""
+
+import io
+import json
+import os
+import sys
+
+import pytest
+import torch
+
+from conftest import run_main, untrained_checkpoint
+from fairseq_rope_cli import doc_translate, translate
+from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, read
+
+WORDS = [f"w{i}" for i in range(30)]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A data-bin (dictionaries, a subword-nmt record with codes and vocabularies) and an untrained
+    checkpoint in its own folder."""
+    base = tmp_path_factory.mktemp("doors")
+    data_bin = base / "data-bin"
+    data_bin.mkdir()
+    for lang in ("src", "tgt"):
+        (data_bin / f"dict.{lang}.txt").write_text("".join(f"{w} 1\n" for w in WORDS))
+        (base / f"vocab.{lang}").write_text("".join(f"{w} 100\n" for w in WORDS))
+    (base / "codes").write_text("#version: 0.2\nw 1\n")
+    Preprocessing(source_lang="src", target_lang="tgt", pretokenizer="none", subword="subword_nmt",
+                  codes=str(base / "codes"), vocabulary={lang: str(base / f"vocab.{lang}") for lang in ("src", "tgt")},
+                  vocabulary_threshold=1).write(str(data_bin))
+    checkpoint = untrained_checkpoint(data_bin, base / "model" / "checkpoint_best.pt", "src", "tgt")
+    (base / "text.txt").write_text("w1 w2 w3. w4 w5.\n")
+    return base, data_bin, checkpoint
+
+
+class RunsCode:
+    """Unpickling this runs ``touch <path>``."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.path}",)
+
+
+def one_error_line(out, prog="fairseq-rope-translate"):
+    said = out.stderr.strip().splitlines()
+    assert out.returncode == 1 and len(said) == 1 and said[0].startswith(f"{prog}: error: "), out.stderr
+    return said[0]
+
+
+def edited_record(data_bin, tmp_path, edit):
+    """A copy of ``data_bin`` whose record ``edit`` changed (edit(record dict, copy's path))."""
+    copy = tmp_path / "data-bin"
+    copy.mkdir()
+    for name in os.listdir(data_bin):
+        (copy / name).write_bytes((data_bin / name).read_bytes())
+    record = json.loads((copy / "preprocessing.json").read_text())
+    edit(record, copy)
+    (copy / "preprocessing.json").write_text(json.dumps(record))
+    return copy
+
+
+def outside_by_link(record, copy):
+    os.remove(copy / "vocab.src")
+    os.symlink("/etc/hostname", copy / "vocab.src")
+
+
+@pytest.mark.parametrize("edit, field, name", [
+    (lambda r, c: r["subword"].update(codes="/etc/hostname"), "subword.codes", "/etc/hostname"),
+    (lambda r, c: r["subword"]["vocabulary"].update(src="../../../etc/hostname"), "subword.vocabulary.src",
+     "../../../etc/hostname"),
+    (outside_by_link, "subword.vocabulary.src", "vocab.src"),
+])
+def test_a_record_naming_a_file_outside_its_directory_is_refused_everywhere(model, tmp_path, edit, field, name):
+    """An absolute path, a '..' path and a link out: refused when the record is read, by the Python API
+    and by fairseq-rope-translate, naming the field and the name; nothing outside is read."""
+    base, data_bin, checkpoint = model
+    copy = edited_record(data_bin, tmp_path, edit)
+    message = f"field {field!r} names {name!r}, which lies outside {copy}"
+    with pytest.raises(PreprocessingError, match="lies outside"):
+        read(str(copy))
+    from fairseq_rope.hub import load_translator
+
+    with pytest.raises(ValueError) as error:
+        load_translator(str(checkpoint.parent), str(copy), checkpoint_file=checkpoint.name, device="cpu")
+    assert message in str(error.value)
+    out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", copy, "--input", base / "text.txt")
+    assert message in one_error_line(out)
+
+
+def test_the_unedited_record_translates(model, tmp_path):
+    """The fixture itself is usable: what the tests above refuse is their edit."""
+    base, data_bin, checkpoint = model
+    out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", data_bin, "--input",
+                   base / "text.txt", "--output", tmp_path / "out.txt", "--device", "cpu")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "out.txt").read_text().count("\n") == 1
+
+
+@pytest.mark.parametrize("damage", ["runs code", "truncated", "empty", "a log file"])
+def test_a_bad_checkpoint_is_one_line_through_every_command_that_translates(model, tmp_path, damage):
+    """fairseq-rope-translate and fairseq-rope-doc-translate: a pickle that would run code (nothing runs),
+    a truncated or empty file, a text file given as the checkpoint: one line naming the file."""
+    base, data_bin, checkpoint = model
+    marker = tmp_path / "ran"
+    bad = tmp_path / "models" / "checkpoint_best.pt"
+    bad.parent.mkdir()
+    if damage == "runs code":
+        torch.save({"model": RunsCode(marker)}, bad)
+    elif damage == "truncated":
+        bad.write_bytes(checkpoint.read_bytes()[: checkpoint.stat().st_size // 2])
+    elif damage == "empty":
+        bad.write_bytes(b"")
+    else:
+        bad.write_text("2026-11-27 12:00:00 | INFO | fairseq_cli.train | epoch 001\n")
+    expected = {"runs code": "refusing to load this checkpoint", "truncated": "not a readable checkpoint",
+                "empty": "not a readable checkpoint", "a log file": "not a readable checkpoint"}[damage]
+    out = run_main(translate.main, "--model-dir", bad.parent, "--data-bin", data_bin, "--input", base / "text.txt",
+                   "--device", "cpu")
+    line = one_error_line(out)
+    assert str(bad) in line and expected in line
+    lines = tmp_path / "lines.txt"
+    lines.write_text("w1 w2\n")
+    out = run_main(doc_translate.main, "--checkpoint", bad, "--data-bin", data_bin, "--input", lines, "--device", "cpu")
+    line = one_error_line(out, "fairseq-rope-doc-translate")
+    assert str(bad) in line and expected in line
+    assert not marker.exists()
+
+
+def test_careless_arguments_of_translate_are_one_line_each_before_translating(model, tmp_path, monkeypatch):
+    """Each wrong argument: one line that says what to do, and no translation started (the model is
+    never loaded where the arguments are wrong)."""
+    base, data_bin, checkpoint = model
+    loads = []
+    import fairseq_rope.hub
+
+    load = fairseq_rope.hub.load_translator
+    monkeypatch.setattr(fairseq_rope.hub, "load_translator", lambda *a, **k: loads.append(1) or load(*a, **k))
+    (tmp_path / "utf16.txt").write_bytes("w1 w2.\n".encode("utf-16"))
+    (tmp_path / "train.log").write_text("log\n")
+    good = ["--model-dir", checkpoint.parent, "--data-bin", data_bin]
+    cases = [
+        (["--output", tmp_path], f"--output {tmp_path} is a directory"),
+        (["--output", tmp_path / "missing" / "out.txt"], f"its folder {tmp_path / 'missing'} does not exist"),
+        (["--device", "gpu"], "--device: device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"),
+        (["--input", tmp_path / "utf16.txt"], "is UTF-16 (it starts with a UTF-16 byte-order mark); convert it to "
+                                              "UTF-8, e.g. with iconv -f utf-16 -t utf-8"),
+    ]
+    if not torch.cuda.is_available():
+        cases.append((["--device", "cuda"], "--device: device 'cuda': torch"))
+    for args, message in cases:
+        argv = [*good, "--input", base / "text.txt", *args]
+        line = one_error_line(run_main(translate.main, *argv))
+        assert message in line, (args, line)
+    swapped = ["--model-dir", data_bin, "--data-bin", checkpoint.parent, "--input", base / "text.txt"]
+    assert f"checkpoint not found: {data_bin / 'checkpoint_best.pt'}" in one_error_line(run_main(translate.main, *swapped))
+    (data_bin.parent / "model" / "train.log").write_text("log\n")
+    no_dicts = ["--model-dir", checkpoint.parent, "--data-bin", checkpoint.parent, "--input", base / "text.txt"]
+    assert "has no dict.*.txt: not a data-bin" in one_error_line(run_main(translate.main, *no_dicts))
+    assert not loads
+    line = one_error_line(run_main(translate.main, *good, "--checkpoint-file", "train.log", "--input",
+                                   base / "text.txt", "--device", "cpu"))
+    assert "train.log: not a readable checkpoint" in line
+
+
+def test_input_dash_is_stdin(model, tmp_path, monkeypatch):
+    base, data_bin, checkpoint = model
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"w1 w2 w3.\n\nw4.\n")))
+    out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", data_bin, "--input", "-",
+                   "--device", "cpu")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("\n") == 3 and out.stdout.split("\n")[1] == ""

@@ -1,0 +1,171 @@
+"""The fused rotation (--rope-rotation triton, fused_rotary.py) against eq. 34 in float64, forward and
+backward, and a model with it against the eager model. On a CPU the kernel runs under Triton's
+interpreter (TRITON_INTERPRET=1, set in conftest.py before triton is imported): float32 and float16
+only (the interpreter has no bfloat16 arithmetic); tests/test_cuda.py runs it on a GPU."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fairseq_rope.fused_rotary import TRITON_INSTALLED, kernel_available
+from fairseq_rope.options import RopeOptions
+from fairseq_rope.rotary import RotaryEmbedding
+
+from conftest import random_tokens
+
+pytestmark = pytest.mark.skipif(not (TRITON_INSTALLED and kernel_available(torch.zeros(1))),
+                                reason="Triton is not installed (a CPU-only torch build): no kernel to test")
+
+# float32 arithmetic in the kernel, one rounding to x's dtype on the store (bfloat16: on a GPU only)
+TOLERANCES = {torch.float32: dict(rtol=1e-6, atol=1e-6), torch.float16: dict(rtol=1e-3, atol=1e-3),
+              torch.bfloat16: dict(rtol=8e-3, atol=8e-3)}
+
+
+def eq34(x, angles, layout):
+    """Eq. 34 pair by pair in float64: x (B x H x T x D), angles (B x T x rot/2) = m theta_i; channel
+    pairs (2i, 2i+1) or (i, i + rot/2); channels from rot on pass unchanged."""
+    half = angles.size(-1)
+    i = torch.arange(half)
+    first, second = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + half)
+    cos, sin = angles.cos()[:, None], angles.sin()[:, None]
+    x1, x2 = x[..., first], x[..., second]
+    out = x.clone()
+    out[..., first], out[..., second] = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+    return out
+
+
+def packed_qk(B, H, T, D, dtype, seed=0):
+    """q and k as the attention hands them over: B x 2H x T x D, a strided view of a T x B x 3H x D
+    projection (v's heads beside them)."""
+    g = torch.Generator().manual_seed(seed)
+    qkv = torch.randn(T, B, 3 * H, D, generator=g).to(dtype)
+    return qkv.permute(1, 2, 0, 3)[:, :2 * H].detach().requires_grad_()
+
+
+def check_forward_backward(rotate, x, angles, layout):
+    """rotate(x) = eq. 34 within x's rounding; its gradient = eq. 34's (float64 autograd) likewise.
+    ``angles`` on x's device."""
+    out = rotate(x)
+    assert out.dtype == x.dtype and out.shape == x.shape
+    x64 = x.detach().double().requires_grad_()
+    want = eq34(x64, angles, layout)
+    torch.testing.assert_close(out.double(), want, **TOLERANCES[x.dtype])
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(x.device, x.dtype)
+    out.backward(grad)
+    want.backward(grad.double())
+    torch.testing.assert_close(x.grad.double(), x64.grad, **TOLERANCES[x.dtype])
+
+
+def angles_at(positions, rot, theta=10000.0):
+    """B x T x rot/2: positions (B x T) times theta_i = theta^(-2i/rot)."""
+    freq = theta ** (-torch.arange(0, rot, 2, dtype=torch.float64) / rot)
+    return positions.double()[..., None] * freq
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("D, rot", [(10, 10), (10, 6)])  # whole head, partial (--rope-dim)
+@pytest.mark.parametrize("start", [0, 5, 300])  # offsets of incremental decoding (300: the table grows)
+def test_fused_rotation_is_eq34_at_an_offset(layout, dtype, D, rot, start):
+    B, H, T = 2, 3, 7  # a head count and a length that are no powers of two
+    rope = RotaryEmbedding(D, RopeOptions(layout=layout, dim=None if rot == D else rot, rotation="triton")).to(dtype)
+    x = packed_qk(B, H, T, D, dtype)
+    positions = torch.arange(start, start + T).expand(B, T)
+    check_forward_backward(lambda x: rope.rotate(x, start), x, angles_at(positions, rot), layout)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_fused_rotation_is_eq34_at_explicit_positions(layout, dtype):
+    """--rope-random-positions: each sentence its own sorted positions, the same for every head."""
+    B, H, T, D = 3, 2, 5, 8
+    positions = torch.tensor([[0, 3, 9, 100, 1023], [1, 2, 3, 4, 5], [7, 40, 41, 600, 601]])
+    rope = RotaryEmbedding(D, RopeOptions(layout=layout, rotation="triton")).to(dtype)
+    x = packed_qk(B, H, T, D, dtype, seed=2)
+    check_forward_backward(lambda x: rope.rotate_at(x, positions[:, None, :]), x, angles_at(positions, D), layout)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("start", [0, 4])
+def test_fused_rotation_per_sentence_factors_equals_eager_in_float64(layout, start):
+    """--rope-scaling auto: each sentence its own YaRN frequencies and magnitude (B x T tables); the
+    kernel in float32 = the eager rotation in float64 (whose formula tests/test_length_generalisation.py
+    checks), forward and backward."""
+    B, H, T, D = 3, 2, 7, 8
+    factors, length = torch.tensor([1.0, 1.5, 4.0], dtype=torch.float64), 6
+    fused = RotaryEmbedding(D, RopeOptions(layout=layout, scaling="auto", rotation="triton"))
+    eager = RotaryEmbedding(D, RopeOptions(layout=layout, scaling="auto", rotation="eager")).double()
+    x = packed_qk(B, H, T, D, torch.float32, seed=3)
+    out = fused.rotate_per_sentence(x, start, factors, length)
+    x64 = x.detach().double().requires_grad_()
+    want = eager.rotate_per_sentence(x64, start, factors, length)
+    torch.testing.assert_close(out.double(), want, rtol=1e-6, atol=1e-6)
+    grad = torch.randn(out.shape, dtype=torch.float64)
+    out.backward(grad.float())
+    want.backward(grad)
+    torch.testing.assert_close(x.grad.double(), x64.grad, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("flags", [[], ["--rope-layout", "half", "--rope-dim", "4"]])
+def test_model_with_the_fused_rotation_equals_the_eager_model(dict_dir, build, flags):
+    """A tiny model whose every rotation is the kernel: the same outputs and gradients as with the eager
+    rotation, in one pass and decoding incrementally (the kernel at each step's offset)."""
+    eager, task = build(dict_dir, "rope_transformer", "--rope-rotation", "eager", *flags)
+    fused, _ = build(dict_dir, "rope_transformer", "--rope-rotation", "triton", *flags)
+    fused.load_state_dict(eager.state_dict())
+    src, lengths = random_tokens(task, [9, 6], seed=5)
+    prev, _ = random_tokens(task, [7, 7], seed=6, left_pad=False)
+    outs = []
+    for model in (eager, fused):
+        out = model(src, lengths, prev)[0]
+        out.square().sum().backward()
+        outs.append((out.detach(), [p.grad.clone() for p in model.parameters()]))
+    torch.testing.assert_close(outs[1][0], outs[0][0], rtol=1e-5, atol=1e-5)
+    for got, want in zip(outs[1][1], outs[0][1]):  # (float32 rounded in another order)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=5e-5)
+    with torch.no_grad():
+        encoder_out = fused.encoder(src, src_lengths=lengths)
+        state = {}
+        steps = [fused.decoder(prev[:, :t + 1], encoder_out=encoder_out, incremental_state=state)[0]
+                 for t in range(prev.size(1))]
+    torch.testing.assert_close(torch.cat(steps, 1), outs[0][0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None,
+                    reason="torch.compile's CPU backend needs a C++ compiler (g++)")
+def test_compiled_rotation_equals_eager():
+    """--rope-rotation compile: apply_rotary through torch.compile = eager, forward and backward."""
+    x = packed_qk(2, 2, 9, 8, torch.float32, seed=4)
+    x2 = x.detach().clone().requires_grad_()
+    for layout in ("interleaved", "half"):
+        compiled = RotaryEmbedding(8, RopeOptions(layout=layout, dim=6, rotation="compile"))
+        eager = RotaryEmbedding(8, RopeOptions(layout=layout, dim=6, rotation="eager"))
+        for start in (0, 3):
+            out, want = compiled.rotate(x, start), eager.rotate(x2, start)
+            torch.testing.assert_close(out, want, rtol=1e-6, atol=1e-6)
+            out.sum().backward(), want.sum().backward()
+            torch.testing.assert_close(x.grad, x2.grad, rtol=1e-6, atol=1e-6)
+
+
+def test_triton_rotation_where_the_kernel_cannot_run_names_the_flag():
+    """--rope-rotation triton on the CPU without the interpreter: an error naming the flag and what
+    to use instead (auto keeps the CPU on the eager path)."""
+    code = ("import torch\nfrom fairseq_rope.options import RopeOptions\nfrom fairseq_rope.rotary import "
+            "RotaryEmbedding\nx = torch.randn(1, 2, 3, 8)\n"
+            "print(RotaryEmbedding(8, RopeOptions(rotation='auto')).rotate(x).shape)\n"
+            "RotaryEmbedding(8, RopeOptions(rotation='triton')).rotate(x)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "TRITON_INTERPRET": "0"})
+    assert done.returncode == 1 and "torch.Size([1, 2, 3, 8])" in done.stdout
+    assert "RuntimeError: --rope-rotation triton: the Triton kernel cannot rotate a cpu tensor" in done.stderr
+    assert "use --rope-rotation auto or eager" in done.stderr
+
+
+def test_bad_rotation_names_the_flag():
+    with pytest.raises(ValueError) as error:
+        RopeOptions(rotation="cuda")
+    assert "--rope-rotation must be one of auto, eager, triton, compile; got 'cuda'" in str(error.value)
