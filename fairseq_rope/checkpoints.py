@@ -73,8 +73,10 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
         except Exception:
             unsafe = []
         unsafe = ", ".join(name for name in unsafe if name not in allowed_names()) or "pickle instructions torch's safe loader refuses"
-        detail = str(error).split("WeightsUnpickler error:", 1)[-1].strip()  # what torch refused, on one line
-        refused = detail.splitlines()[0] if detail else ""
+        # what torch refused, on one line: its message without the paragraphs about weights_only itself
+        details = [line.strip() for line in str(error).splitlines()[1:] if line.strip() and not line.strip().startswith(
+            ("Please file an issue", "Check the documentation"))]
+        refused = details[0] if details else ""
         raise UnsafeCheckpointError(
             f"{path}: refusing to load this checkpoint: its pickle needs {unsafe}, which a fairseq "
             f"checkpoint never contains and which could run code. Nothing from it was executed. "

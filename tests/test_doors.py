@@ -6,6 +6,7 @@ that loads one, and fairseq-rope-translate answers each wrong argument with one 
 import io
 import json
 import os
+import shutil
 import sys
 
 import pytest
@@ -48,7 +49,8 @@ class RunsCode:
 
 
 def one_error_line(out, prog="fairseq-rope-translate"):
-    said = out.stderr.strip().splitlines()
+    """The command's one error line (its progress lines, "[PROG] ...", aside), status 1, no traceback."""
+    said = [line for line in out.stderr.strip().splitlines() if not line.startswith(f"[{prog}] ")]
     assert out.returncode == 1 and len(said) == 1 and said[0].startswith(f"{prog}: error: "), out.stderr
     return said[0]
 
@@ -175,3 +177,82 @@ def test_input_dash_is_stdin(model, tmp_path, monkeypatch):
                    "--device", "cpu")
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("\n") == 3 and out.stdout.split("\n")[1] == ""
+
+
+def code_running_checkpoint(path, marker):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"model": RunsCode(marker), "cfg": None}, path)
+    return path
+
+
+def test_every_torch_load_of_the_project_is_weights_only():
+    """No code path of the packages, commands or scripts calls torch.load without weights_only=True, nor
+    unpickles with pickle (a checkpoint or record could then run code)."""
+    import ast
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    calls, checked = [], 0
+    for top in ("fairseq_rope", "fairseq_rope_cli", "fairseq_rope_text", "scripts"):
+        for root, _, names in os.walk(os.path.join(repo, top)):
+            for name in names:
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(root, name)
+                for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                        continue
+                    owner = ast.unparse(node.func.value)
+                    if node.func.attr == "load" and owner in ("torch", "torch.serialization"):
+                        checked += 1
+                        safe = any(k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True
+                                   for k in node.keywords)
+                        if not safe:
+                            calls.append(f"{os.path.relpath(path, repo)}:{node.lineno}: {ast.unparse(node)}")
+                    if node.func.attr in ("load", "loads", "Unpickler") and owner in ("pickle", "cPickle", "dill"):
+                        calls.append(f"{os.path.relpath(path, repo)}:{node.lineno}: {ast.unparse(node)}")
+    assert checked >= 1 and not calls, calls
+
+
+@pytest.mark.parametrize("door", ["load_translator", "fairseq-rope-average", "fairseq-rope-ct2",
+                                  "fairseq-rope-checkpoint fits", "fairseq-rope-checkpoint final-name",
+                                  "fairseq-rope-checkpoint resume"])
+def test_a_code_running_checkpoint_is_refused_at_every_door(model, tmp_path, door):
+    """Each way a user hands the project a checkpoint: refused, nothing in it runs, and a command says so
+    in one line with status 1. (fairseq-rope-translate and -doc-translate: the test above; fairseq's own
+    commands through the plugin: tests/test_cli.py.)"""
+    from fairseq_rope_cli import average, checkpoint as checkpoint_cli, ct2
+
+    base, data_bin, _ = model
+    marker = tmp_path / "ran"
+    bad = code_running_checkpoint(tmp_path / "run" / "checkpoint_1_10.pt", marker)
+    if door == "load_translator":
+        from fairseq_rope.checkpoints import UnsafeCheckpointError
+        from fairseq_rope.hub import load_translator
+
+        with pytest.raises(UnsafeCheckpointError, match="refusing to load this checkpoint"):
+            load_translator(str(bad.parent), str(data_bin), checkpoint_file=bad.name, source_lang="src",
+                            target_lang="tgt", device="cpu")
+    else:
+        runs = {
+            "fairseq-rope-average": (average.main, ["--inputs", bad, shutil.copy(bad, tmp_path / "run" / "checkpoint_1_20.pt"),
+                                                    "--output", tmp_path / "avg.pt"]),
+            "fairseq-rope-ct2": (ct2.main, ["--checkpoint", bad, "--data-bin", data_bin, "--output-dir",
+                                            tmp_path / "ct2"]),
+            "fairseq-rope-checkpoint fits": (checkpoint_cli.main, ["fits", bad, "--data-bin", data_bin]),
+            "fairseq-rope-checkpoint final-name": (checkpoint_cli.main, ["final-name", bad, "--max-update", "10"]),
+            "fairseq-rope-checkpoint resume": (checkpoint_cli.main, ["resume", bad.parent]),
+        }
+        main, args = runs[door]
+        if door.endswith("resume"):
+            bad.rename(bad.parent / "checkpoint_last.pt")
+            bad = bad.parent / "checkpoint_last.pt"
+        out = run_main(main, *args)
+        if door.endswith("resume"):  # a checkpoint_last.pt that cannot be loaded is damaged: restored or an error
+            assert out.returncode == 1 and "refusing to load this checkpoint" in out.stderr
+            assert out.stderr.strip().splitlines()[-1].startswith(f"fairseq-rope-checkpoint: error: {bad} is damaged")
+        else:
+            line = one_error_line(out, door.split()[0])
+            assert str(bad) in line and "refusing to load this checkpoint: its pickle needs posix.system" in line, line
+            assert "(torch's safe loader: Trying to load unsupported GLOBAL posix.system" in line
+    assert not marker.exists()
+    assert not (tmp_path / "avg.pt").exists() and not (tmp_path / "ct2").exists()
