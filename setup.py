@@ -43,6 +43,6 @@ setup(
         "plots": ["matplotlib>=3.7"],
         # fairseq-rope-ct2: rotary encoder/decoder specs; checked with 4.8.5
         "ct2": ["ctranslate2>=4.8,<5"],
-        "test": ["pytest>=7", "pytest-xdist>=3", "ctranslate2>=4.8,<5"],
+        "test": ["pytest>=7", "pytest-xdist>=3", "ctranslate2>=4.8,<5", "hypothesis>=6.100"],
     },
 )

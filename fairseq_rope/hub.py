@@ -28,7 +28,7 @@ from fairseq.hub_utils import GeneratorHubInterface
 
 from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, resolve
 
-from .checkpoints import check_fits, trained_languages
+from .checkpoints import check_fits, load_checkpoint, trained_languages
 from .preprocessing import RecordedPreprocessing
 
 
@@ -213,9 +213,13 @@ def load_translator(
     checkpoint = os.path.join(model_dir, checkpoint_file)
     _require(checkpoint, "checkpoint")
     _require(data_bin, "data_bin (the fairseq-preprocess directory with the dictionaries)")
+    # read weights-only first (tensors mapped, not read), whatever fairseq's own torch.load then
+    # defaults to (TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD): a checkpoint that would run code stops here
+    state = load_checkpoint(checkpoint, mmap=True)
     if source_lang is None or target_lang is None:
-        trained = trained_languages(checkpoint, data_bin)
+        trained = trained_languages(state, data_bin)
         source_lang, target_lang = source_lang or trained[0], target_lang or trained[1]
+    del state
     for lang in (source_lang, target_lang):
         _require(os.path.join(data_bin, f"dict.{lang}.txt"), f"dictionary for '{lang}' (wrong data_bin or language?)")
     record = preprocessing

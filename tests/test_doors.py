@@ -229,9 +229,15 @@ def test_a_code_running_checkpoint_is_refused_at_every_door(model, tmp_path, doo
         from fairseq_rope.checkpoints import UnsafeCheckpointError
         from fairseq_rope.hub import load_translator
 
-        with pytest.raises(UnsafeCheckpointError, match="refusing to load this checkpoint"):
-            load_translator(str(bad.parent), str(data_bin), checkpoint_file=bad.name, source_lang="src",
-                            target_lang="tgt", device="cpu")
+        # fairseq's hub calls torch.load without weights_only: the environment variable would make that
+        # load run the pickle; load_translator reads the file weights-only first
+        os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+        try:
+            with pytest.raises(UnsafeCheckpointError, match="refusing to load this checkpoint"):
+                load_translator(str(bad.parent), str(data_bin), checkpoint_file=bad.name, source_lang="src",
+                                target_lang="tgt", device="cpu")
+        finally:
+            del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
     else:
         runs = {
             "fairseq-rope-average": (average.main, ["--inputs", bad, shutil.copy(bad, tmp_path / "run" / "checkpoint_1_20.pt"),
