@@ -6,7 +6,7 @@ applies what prepare.sh recorded in ``DATA_BIN/preprocessing.json`` (fairseq_rop
 the source side is pretokenized and split into subwords as the training text was (Moses without
 escaping, with punctuation normalization; subword-nmt with its vocabulary filter, or sentencepiece),
 and a translation is joined and detokenized as fairseq-rope-score does. It stands for fairseq's
-``--tokenizer`` and ``--bpe`` together: give no ``--tokenizer``. The record is read from the task's
+``--tokenizer`` and ``--bpe`` together: give no ``--tokenizer`` (one beside it is refused). The record is read from the task's
 data directory unless ``--preprocessing`` names another directory or record; its languages are the
 task's (``--source-lang``/``--target-lang``), else the record's. For a data-bin made before records,
 what it tells is applied, said in one line with the command that writes the record.
@@ -34,6 +34,7 @@ class RecordedPreprocessingConfig(FairseqDataclass):
     task_data: Optional[str] = II("task.data")
     task_source_lang: Optional[str] = II("task.source_lang")
     task_target_lang: Optional[str] = II("task.target_lang")
+    tokenizer: Optional[str] = II("tokenizer._name")  # fairseq's --tokenizer, refused beside --bpe recorded
 
 
 @register_bpe("recorded", dataclass=RecordedPreprocessingConfig)
@@ -41,6 +42,10 @@ class RecordedPreprocessing:
     """fairseq's BPE interface (encode: raw source text -> subwords; decode: subwords -> text) over a record."""
 
     def __init__(self, cfg):
+        if cfg.tokenizer:
+            raise ValueError(f"{os.path.basename(sys.argv[0])}: error: --bpe recorded applies the data's recorded "
+                             f"pretokenization itself: leave out --tokenizer {cfg.tokenizer} (the text would be "
+                             "tokenized twice)")
         path = cfg.preprocessing or str(cfg.task_data).split(":")[0]  # (data shards a:b:c share a record)
         record = (preprocessing.read(path) if os.path.isfile(path) else
                   preprocessing.resolve(path, cfg.task_source_lang, cfg.task_target_lang))

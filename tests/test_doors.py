@@ -262,3 +262,29 @@ def test_a_code_running_checkpoint_is_refused_at_every_door(model, tmp_path, doo
             assert "(torch's safe loader: Trying to load unsupported GLOBAL posix.system" in line
     assert not marker.exists()
     assert not (tmp_path / "avg.pt").exists() and not (tmp_path / "ct2").exists()
+
+
+def test_a_tokenizer_beside_the_recorded_preprocessing_is_refused(model):
+    """fairseq-interactive --bpe recorded --tokenizer moses would tokenize twice: refused, naming both
+    (fairseq-interactive's own building of its tokenizer and BPE from the parsed command line)."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from conftest import USER_DIR
+
+    base, data_bin, checkpoint = model
+
+    def bpe(*flags):
+        parser = options.get_interactive_generation_parser()
+        args = options.parse_args_and_arch(parser, [str(data_bin), "--user-dir", USER_DIR, "--path", str(checkpoint),
+                                                    "--source-lang", "src", "--target-lang", "tgt", *flags])
+        cfg = convert_namespace_to_omegaconf(args)
+        task = tasks.setup_task(cfg.task)
+        return task.build_tokenizer(cfg.tokenizer), task.build_bpe(cfg.bpe)
+
+    with pytest.raises(ValueError) as error:
+        bpe("--bpe", "recorded", "--tokenizer", "moses")
+    assert str(error.value).endswith("error: --bpe recorded applies the data's recorded pretokenization itself: "
+                                     "leave out --tokenizer moses (the text would be tokenized twice)")
+    tokenizer, recorded = bpe("--bpe", "recorded")
+    assert tokenizer is None and recorded.encode("w1 w2") == recorded.record.encode("w1 w2", "src")
