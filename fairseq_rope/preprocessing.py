@@ -7,9 +7,8 @@ the source side is pretokenized and split into subwords as the training text was
 escaping, with punctuation normalization; subword-nmt with its vocabulary filter, or sentencepiece),
 and a translation is joined and detokenized as fairseq-rope-score does. It stands for fairseq's
 ``--tokenizer`` and ``--bpe`` together: give no ``--tokenizer`` (one beside it is refused). The record
-is read from the task's
-data directory unless ``--preprocessing`` names another directory or record; its languages are the
-task's (``--source-lang``/``--target-lang``), else the record's. For a data-bin made before records,
+is read from the task's data directory unless ``--preprocessing`` names another directory or record;
+its languages are the task's (``--source-lang``/``--target-lang``), else the record's. For a data-bin made before records,
 what it tells is applied, said in one line with the command that writes the record.
 """
 
