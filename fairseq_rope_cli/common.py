@@ -177,7 +177,7 @@ def load_model(args, prog: str, record):
         raise InputError(prog, f"--batch-size must be >= 1, got {args.batch_size}")
     try:
         overrides = ast.literal_eval(args.model_overrides)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):  # ({[]: 1}: an unhashable key)
         overrides = None
     if not isinstance(overrides, dict):
         raise InputError(prog, f"--model-overrides must be a Python dict, got {args.model_overrides!r}")

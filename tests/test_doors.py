@@ -58,7 +58,7 @@ def one_error_line(out, prog="fairseq-rope-translate"):
 def edited_record(data_bin, tmp_path, edit):
     """A copy of ``data_bin`` whose record ``edit`` changed (edit(record dict, copy's path))."""
     copy = tmp_path / "data-bin"
-    copy.mkdir()
+    copy.mkdir(parents=True)
     for name in os.listdir(data_bin):
         (copy / name).write_bytes((data_bin / name).read_bytes())
     record = json.loads((copy / "preprocessing.json").read_text())
@@ -143,7 +143,8 @@ def test_careless_arguments_of_translate_are_one_line_each_before_translating(mo
 
     load = fairseq_rope.hub.load_translator
     monkeypatch.setattr(fairseq_rope.hub, "load_translator", lambda *a, **k: loads.append(1) or load(*a, **k))
-    (tmp_path / "utf16.txt").write_bytes("w1 w2.\n".encode("utf-16"))
+    (tmp_path / "utf16.txt").write_bytes("w1 w2.\n".encode("utf-16"))  # little-endian, with its mark
+    (tmp_path / "utf16be.txt").write_bytes(b"\xfe\xff" + "w1 w2.\n".encode("utf-16-be"))
     (tmp_path / "train.log").write_text("log\n")
     good = ["--model-dir", checkpoint.parent, "--data-bin", data_bin]
     cases = [
@@ -152,6 +153,7 @@ def test_careless_arguments_of_translate_are_one_line_each_before_translating(mo
         (["--device", "gpu"], "--device: device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"),
         (["--input", tmp_path / "utf16.txt"], "is UTF-16 (it starts with a UTF-16 byte-order mark); convert it to "
                                               "UTF-8, e.g. with iconv -f utf-16 -t utf-8"),
+        (["--input", tmp_path / "utf16be.txt"], "is UTF-16 (it starts with a UTF-16 byte-order mark)"),
     ]
     if not torch.cuda.is_available():
         cases.append((["--device", "cuda"], "--device: device 'cuda': torch"))
@@ -288,3 +290,60 @@ def test_a_tokenizer_beside_the_recorded_preprocessing_is_refused(model):
                                      "leave out --tokenizer moses (the text would be tokenized twice)")
     tokenizer, recorded = bpe("--bpe", "recorded")
     assert tokenizer is None and recorded.encode("w1 w2") == recorded.record.encode("w1 w2", "src")
+
+
+def test_a_checkpoint_of_another_data_bin_is_named(model, tmp_path):
+    """A checkpoint trained on other dictionaries: check_fits and fairseq-rope-checkpoint fits name the
+    checkpoint, the dictionary and both sizes, whichever is larger."""
+    from fairseq_rope.checkpoints import CheckpointError, check_fits
+    from fairseq_rope_cli import checkpoint as checkpoint_cli
+
+    base, data_bin, checkpoint = model
+    small = tmp_path / "small"
+    small.mkdir()
+    for lang in ("src", "tgt"):
+        (small / f"dict.{lang}.txt").write_text("".join(f"{w} 1\n" for w in WORDS[:20]))
+    other = untrained_checkpoint(small, tmp_path / "other" / "checkpoint_best.pt", "src", "tgt")
+    for ckpt, bin_, sizes in ((checkpoint, small, "34 embeddings, the dictionary 24 symbols"),
+                              (other, data_bin, "24 embeddings, the dictionary 34 symbols")):
+        with pytest.raises(CheckpointError, match=f"does not fit the dictionary .*: its encoder has {sizes}"):
+            check_fits(str(ckpt), str(bin_), "src", "tgt")
+        line = one_error_line(run_main(checkpoint_cli.main, "fits", ckpt, "--data-bin", bin_, "--source-lang", "src",
+                                       "--target-lang", "tgt"), "fairseq-rope-checkpoint")
+        assert f"{ckpt} does not fit the dictionary" in line and sizes in line
+    out = run_main(checkpoint_cli.main, "fits", checkpoint, "--data-bin", data_bin, "--source-lang", "src",
+                   "--target-lang", "tgt")
+    assert out.returncode == 0 and json.loads(out.stdout)["fits"] is True
+
+
+@pytest.mark.parametrize("overrides", ["{", "[1]", "{[]: 1}", "rope_scaling=yarn"])
+def test_bad_model_overrides_are_one_line(model, tmp_path, overrides):
+    base, data_bin, checkpoint = model
+    lines = tmp_path / "lines.txt"
+    lines.write_text("w1 w2\n")
+    out = run_main(doc_translate.main, "--checkpoint", checkpoint, "--data-bin", data_bin, "--input", lines,
+                   "--device", "cpu", "--model-overrides", overrides)
+    assert f"--model-overrides must be a Python dict, got {overrides!r}" in one_error_line(out, "fairseq-rope-doc-translate")
+
+
+def test_a_record_that_is_not_utf8_or_lacks_a_threshold_is_named(model, tmp_path):
+    """A record with a byte that is not UTF-8, and one with a subword vocabulary but no threshold (the
+    vocabulary filter would silently keep every subword): refused by the reader, naming the file; one line
+    through fairseq-rope-doc-translate."""
+    base, data_bin, checkpoint = model
+    latin1 = edited_record(data_bin, tmp_path / "a", lambda r, c: r.update(note="caf\u00e9"))
+    path = latin1 / "preprocessing.json"
+    path.write_bytes(path.read_bytes().replace("caf\\u00e9".encode(), b"caf\xe9"))
+    with pytest.raises(PreprocessingError, match="is not a JSON preprocessing record"):
+        read(str(latin1))
+    lines = tmp_path / "lines.txt"
+    lines.write_text("w1 w2\n")
+    out = run_main(doc_translate.main, "--checkpoint", checkpoint, "--data-bin", latin1, "--input", lines,
+                   "--device", "cpu")
+    assert f"{path} is not a JSON preprocessing record" in one_error_line(out, "fairseq-rope-doc-translate")
+    no_threshold = edited_record(data_bin, tmp_path / "b", lambda r, c: r["subword"].pop("vocabulary_threshold"))
+    with pytest.raises(PreprocessingError, match="a subword vocabulary needs its vocabulary_threshold"):
+        read(str(no_threshold))
+    with pytest.raises(PreprocessingError, match="a subword vocabulary needs its vocabulary_threshold"):
+        Preprocessing(source_lang="src", target_lang="tgt", pretokenizer="none", subword="subword_nmt",
+                      codes=str(base / "codes"), vocabulary={"src": str(base / "vocab.src")})

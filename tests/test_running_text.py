@@ -45,6 +45,8 @@ def test_layout_kept_blank_lines_indentation_and_paragraphs():
     assert join_text(layout, sentences) == TEXT.replace("Second one\ngoes", "Second one goes")
     with pytest.raises(ValueError, match="5 translations for a text of 6 sentences"):
         join_text(layout, sentences[:5])
+    with pytest.raises(ValueError, match="7 translations for a text of 6 sentences"):  # none dropped either
+        join_text(layout, sentences + ["extra"])
 
 
 def test_keep_line_breaks_translates_every_line_on_its_own():
