@@ -7,6 +7,7 @@ Only the standard library at import time, so that every command's ``--help`` sta
 import argparse
 import contextlib
 import os
+from typing import Optional
 
 
 def argument_parser(prog: str, doc: str) -> argparse.ArgumentParser:
@@ -43,6 +44,20 @@ def atomic_output(path: str, mode: str = "w", suffix: str = ".tmp"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
         raise
+
+
+def check_output_file(prog: str, flag: str, path: Optional[str]):
+    """``flag``'s ``path`` must be a file that can be written: checked before the long work starts, so
+    that a wrong name does not cost the whole run (None: not asked for)."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise InputError(prog, f"{flag} {path} is a directory; give a file name")
+    if not os.path.isdir(folder):
+        raise InputError(prog, f"{flag} {path}: its folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise InputError(prog, f"{flag} {path} cannot be written (permissions)")
 
 
 def write_json(path: str, value):

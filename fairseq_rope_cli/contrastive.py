@@ -27,8 +27,8 @@ import sys
 
 from fairseq_rope_text.documents import DocumentError, contrastive_accuracy, distance_order, without_padding
 
-from .common import (InputError, add_model_arguments, argument_parser, load_model, model_preprocessing, read_lines,
-                     write_json, write_lines)
+from .common import (InputError, add_model_arguments, argument_parser, check_output_file, load_model,
+                     model_preprocessing, read_lines, write_json, write_lines)
 
 PROG = "fairseq-rope-contrastive"
 
@@ -68,6 +68,8 @@ def main(argv=None):
 
     if not os.path.isfile(args.json):
         raise InputError(PROG, f"--json file not found: {args.json}")
+    for flag, path in (("--scores", args.scores), ("--out-json", args.out_json)):
+        check_output_file(PROG, flag, path)
     try:
         with open(args.json, encoding="utf-8") as f:
             entries = json.load(f)

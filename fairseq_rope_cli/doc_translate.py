@@ -31,8 +31,8 @@ import time
 
 from fairseq_rope_text.documents import DocumentError
 
-from .common import (InputError, add_model_arguments, argument_parser, documents_argument, load_model,
-                     model_preprocessing, read_lines, write_json, write_lines)
+from .common import (InputError, add_model_arguments, argument_parser, check_output_file, documents_argument,
+                     load_model, model_preprocessing, read_lines, write_json, write_lines)
 
 PROG = "fairseq-rope-doc-translate"
 
@@ -59,6 +59,9 @@ def main(argv=None):
 
     if not os.path.isfile(args.input):
         raise InputError(PROG, f"--input file not found: {args.input}")
+    for flag, path in (("--output", args.output), ("--generate-output", args.generate_output),
+                       ("--info-json", args.info_json)):
+        check_output_file(PROG, flag, path)
     lines = read_lines(args.input, PROG)
     spans = documents_argument(PROG, "--docids", args.docids, len(lines), args.input)[1] if args.docids else None
     record = model_preprocessing(args, PROG)  # sets args.context to the record's

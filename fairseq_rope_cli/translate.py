@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from .common import InputError, argument_parser, atomic_output
+from .common import InputError, argument_parser, atomic_output, check_output_file
 
 PROG = "fairseq-rope-translate"
 AVERAGED = "checkpoint_avg_last5.pt"
@@ -76,19 +76,6 @@ def read_text(path):
     return text
 
 
-def check_output(path):
-    """--output must be a file that can be written, checked before the translation starts."""
-    if path is None:
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise InputError(PROG, f"--output {path} is a directory; give a file name")
-    if not os.path.isdir(folder):
-        raise InputError(PROG, f"--output {path}: its folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise InputError(PROG, f"--output {path} cannot be written (permissions)")
-
-
 class Progress:
     """A progress line on a terminal (stderr), with the time left; nothing elsewhere."""
 
@@ -128,7 +115,7 @@ def main(argv=None):
     elif args.data_bin or args.checkpoint_file:
         raise InputError(PROG, "--backend ctranslate2 takes the model, dictionaries and record from --model-dir; "
                                "leave out --data-bin and --checkpoint-file")
-    check_output(args.output)
+    check_output_file(PROG, "--output", args.output)
     text = read_text(args.input)
     if args.backend == "fairseq" and not any(name.startswith("dict.") and name.endswith(".txt")
                                              for name in os.listdir(args.data_bin)):

@@ -347,3 +347,28 @@ def test_a_record_that_is_not_utf8_or_lacks_a_threshold_is_named(model, tmp_path
     with pytest.raises(PreprocessingError, match="a subword vocabulary needs its vocabulary_threshold"):
         Preprocessing(source_lang="src", target_lang="tgt", pretokenizer="none", subword="subword_nmt",
                       codes=str(base / "codes"), vocabulary={"src": str(base / "vocab.src")})
+
+
+@pytest.mark.parametrize("flag", ["--output", "--generate-output", "--info-json"])
+def test_doc_translate_checks_its_outputs_before_translating(model, tmp_path, flag):
+    """Each output of fairseq-rope-doc-translate: a directory or a file in a missing folder is one line
+    before the model is loaded."""
+    base, data_bin, checkpoint = model
+    lines = tmp_path / "lines.txt"
+    lines.write_text("w1 w2\n")
+    common = ["--checkpoint", checkpoint, "--data-bin", data_bin, "--input", lines, "--device", "cpu"]
+    for path, message in ((tmp_path, f"{flag} {tmp_path} is a directory"),
+                          (tmp_path / "missing" / "out", f"its folder {tmp_path / 'missing'} does not exist")):
+        line = one_error_line(run_main(doc_translate.main, *common, flag, path), "fairseq-rope-doc-translate")
+        assert message in line
+
+
+@pytest.mark.parametrize("flag", ["--scores", "--out-json"])
+def test_contrastive_checks_its_outputs_before_scoring(model, tmp_path, flag):
+    from fairseq_rope_cli import contrastive
+
+    base, data_bin, checkpoint = model
+    (tmp_path / "contrapro.json").write_text("[]")
+    out = run_main(contrastive.main, "--checkpoint", checkpoint, "--data-bin", data_bin, "--json",
+                   tmp_path / "contrapro.json", "--text", tmp_path / "text", "--device", "cpu", flag, tmp_path)
+    assert f"{flag} {tmp_path} is a directory" in one_error_line(out, "fairseq-rope-contrastive")
