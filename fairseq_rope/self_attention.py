@@ -23,8 +23,9 @@ at 0 .. S-1. Padding is masked, and every encoding here depends on i - j only, s
 sentence attends exactly as it would alone.
 
 q, k and v come from one GEMM on the stacked weights of ``q_proj``, ``k_proj`` and ``v_proj`` (one
-launch where fairseq's attention makes three; the checkpoint keeps fairseq's three projections),
-except with quant noise, which perturbs each projection's weight through its own module.
+launch where fairseq's attention makes three; the checkpoint keeps fairseq's three projections), on a
+GPU and in training; on the CPU without gradients (decoding) and with quant noise (which perturbs each
+projection's weight through its own module) from the three projections.
 
 Two ways to attend, chosen by one visible condition in :meth:`forward`:
   * ``F.scaled_dot_product_attention``, whenever neither the caller nor the encoding needs the weights
@@ -127,7 +128,10 @@ class SelfAttention(MultiheadAttention):
         (T x B x C), unscaled: views of one T x B x 3C projection."""
         T, B, _ = x.shape
         projections = (self.q_proj, self.k_proj, self.v_proj)
-        if self.packed:
+        # the stacked weights are a copy of 3 C^2 weights per call: paid back by fewer launches on a GPU and
+        # by one weight gradient in training; on the CPU without gradients (a decoding step of a few rows)
+        # the copy costs more than the three products
+        if self.packed and (x.is_cuda or torch.is_grad_enabled()):
             bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
             qkv = F.linear(x, torch.cat([p.weight for p in projections]), bias)
         else:

@@ -221,3 +221,23 @@ def test_attention_dropout_in_training_only_unless_applied_during_inference(need
     torch.testing.assert_close(evaluated[0], reference, rtol=0, atol=0)
     for varied in (trained, retained):
         assert not torch.allclose(varied[0], varied[1]) and not torch.allclose(varied[0], reference)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_packed_projection_equals_the_three_projections(causal):
+    """One GEMM on the stacked q/k/v weights (with gradients) = fairseq's three projections (without,
+    on the CPU) to float32 rounding, outputs and the rotated keys cached, for q, k and v each (a wrong
+    order of the stacked weights would swap them)."""
+    attn = attention(causal=causal)
+    for proj, scale in ((attn.q_proj, 1.0), (attn.k_proj, 2.0), (attn.v_proj, -3.0)):  # tell them apart
+        proj.bias.data.fill_(scale)
+    x = torch.randn(9, 2, C)
+    mask = torch.triu(torch.full((9, 9), float("-inf")), 1) if causal else None
+    packed_state, plain_state = {}, {}
+    packed, _ = attn(x, x, x, attn_mask=mask, need_weights=False, incremental_state=packed_state)
+    with torch.no_grad():
+        plain, _ = attn(x, x, x, attn_mask=mask, need_weights=False, incremental_state=plain_state)
+    torch.testing.assert_close(packed.detach(), plain, rtol=1e-6, atol=1e-6)
+    saved = lambda state: next(iter(state.values()))
+    for key in ("prev_key", "prev_value"):
+        torch.testing.assert_close(saved(packed_state)[key].detach(), saved(plain_state)[key], rtol=1e-6, atol=1e-6)
