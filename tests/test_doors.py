@@ -372,3 +372,40 @@ def test_contrastive_checks_its_outputs_before_scoring(model, tmp_path, flag):
     out = run_main(contrastive.main, "--checkpoint", checkpoint, "--data-bin", data_bin, "--json",
                    tmp_path / "contrapro.json", "--text", tmp_path / "text", "--device", "cpu", flag, tmp_path)
     assert f"{flag} {tmp_path} is a directory" in one_error_line(out, "fairseq-rope-contrastive")
+
+
+@pytest.mark.parametrize("command", ["fairseq-rope-translate", "fairseq-rope-average"])
+def test_a_command_killed_while_writing_leaves_the_old_file_or_the_whole_new_one(model, tmp_path, command):
+    """SIGKILL at seeded random moments of a run that replaces an existing output: afterwards the output
+    is the old file or the complete new one (what an uninterrupted run writes), never a part."""
+    import random
+    import signal
+    import subprocess
+    import time
+
+    from conftest import BIN
+
+    base, data_bin, checkpoint = model
+    output = tmp_path / ("out.txt" if command.endswith("translate") else "avg.pt")
+    if command.endswith("translate"):
+        (tmp_path / "in.txt").write_text("w1 w2. w3.\n\n" * 40)
+        args = ["--model-dir", checkpoint.parent, "--data-bin", data_bin, "--input", tmp_path / "in.txt",
+                "--output", output, "--device", "cpu"]
+    else:
+        inputs = [shutil.copy(checkpoint, tmp_path / f"checkpoint_1_{u}.pt") for u in (10, 20, 30)]
+        args = ["--inputs", *inputs, "--output", output]
+    argv = [os.path.join(BIN, command), *map(str, args)]
+    subprocess.run(argv, check=True, capture_output=True)
+    complete = output.read_bytes()
+    old = b"the old file\n"
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True)
+    seconds = time.perf_counter() - start
+    rng = random.Random(7)
+    for at in sorted(rng.uniform(0.3, 1.0) * seconds for _ in range(3)):
+        output.write_bytes(old)
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(at)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert output.read_bytes() in (old, complete), f"killed after {at:.2f} s of {seconds:.2f} s"

@@ -223,11 +223,8 @@ def test_rank_killed_mid_training_stops_the_others_and_the_rerun_resumes_to_the_
 
     save = prepared["work"] / "checkpoints" / "rank_killed"
     env = dict(env, RUN_NAME="rank_killed", MASTER_PORT=str(free_port()))
-    # the signal's default disposition, whatever this test inherited: a suite started as a background job
-    # (or by nohup) ignores SIGINT, and bash cannot undo an ignore it is started with
     proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     log = save / "train.log"
     while not (log.exists() and re.search(r'"num_updates": "1[0-9]"', log.read_text())):
         assert proc.poll() is None, proc.stderr.read()[-3000:]
@@ -272,8 +269,11 @@ def test_stopping_the_multi_process_recipe_leaves_none_of_its_processes(prepared
     env = dict(prepared["env"], CPU_WORKERS="2", UPDATE_FREQ="1", MAX_UPDATE="100000", SAVE_INTERVAL_UPDATES="1000",
                RUN_NAME=f"stopped_{sig.name}", MASTER_PORT=str(free_port()))
     log = prepared["work"] / "checkpoints" / env["RUN_NAME"] / "train.log"
+    # the signal's default disposition, whatever this test inherited: a suite started as a background job
+    # (or by nohup) ignores SIGINT, and bash cannot undo an ignore it is started with
     proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     try:
         while not (log.exists() and '"num_updates": "2"' in log.read_text()):
             assert proc.poll() is None, proc.stderr.read()[-3000:]
