@@ -62,6 +62,8 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
     except FileNotFoundError:
         raise FileNotFoundError(f"checkpoint not found: {path}") from None
     except Exception as error:
+        if mmap and "mmap can only be used with files saved with" in str(error):  # torch's legacy format
+            return load_checkpoint(path, map_location=map_location, mmap=False)
         if "Weights only load failed" not in str(error):
             size = os.path.getsize(path) if os.path.isfile(path) else 0
             raise CorruptCheckpointError(

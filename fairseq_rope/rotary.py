@@ -73,7 +73,7 @@ class RotaryEmbedding(nn.Module):
         # move them, non-persistent so that checkpoints never carry them
         self.register_buffer("cos_table", torch.empty(0, self.dim), persistent=False)
         self.register_buffer("sin_table", torch.empty(0, self.dim), persistent=False)
-        self.fused = options.rotation in ("auto", "triton")  # the kernel where it can run (see rotation_path)
+        self.fused = options.rotation in ("auto", "triton")  # the kernel where it can run (see use_kernel)
         self.eager = compiled_rotary() if options.rotation == "compile" else apply_rotary
 
     def extra_repr(self):
@@ -146,8 +146,7 @@ class RotaryEmbedding(nn.Module):
         end = int(positions.max()) + 1 if positions.numel() else 0
         if positions.dim() == 3 and positions.size(1) == 1 and self.use_kernel(x):
             self._grow(end)
-            return fused_rotation(x, self.cos_table, self.sin_table, self.options.layout,
-                                               positions=positions[:, 0])
+            return fused_rotation(x, self.cos_table, self.sin_table, self.options.layout, positions=positions[:, 0])
         cos, sin = self.cos_sin(0, end, x.dtype)
         return self.eager(x, cos[positions], sin[positions], self.options.layout)
 

@@ -51,7 +51,7 @@ def parse_args(argv=None):
 
 
 def read_text(path):
-    """The input as text: the file (or stdin when ``path`` is None), strictly UTF-8, not empty."""
+    """The input as text: the file (or stdin when ``path`` is None or "-"), strictly UTF-8, not empty."""
     name = path or "stdin"
     if path is not None and path != "-":
         if os.path.isdir(path):

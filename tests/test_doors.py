@@ -409,3 +409,18 @@ def test_a_command_killed_while_writing_leaves_the_old_file_or_the_whole_new_one
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert output.read_bytes() in (old, complete), f"killed after {at:.2f} s of {seconds:.2f} s"
+
+
+def test_a_checkpoint_in_torchs_legacy_format_still_loads(model, tmp_path):
+    """load_translator reads each checkpoint weights-only first, with its tensors mapped; a checkpoint in
+    torch's legacy (pre-zip) format cannot be mapped and is read whole instead, and translates."""
+    from fairseq_rope.checkpoints import load_checkpoint
+    from fairseq_rope.hub import load_translator
+
+    base, data_bin, checkpoint = model
+    legacy = tmp_path / "legacy" / "checkpoint_best.pt"
+    legacy.parent.mkdir()
+    torch.save(load_checkpoint(str(checkpoint)), legacy, _use_new_zipfile_serialization=False)
+    mt = load_translator(str(legacy.parent), str(data_bin), checkpoint_file=legacy.name, device="cpu")
+    reference = load_translator(str(checkpoint.parent), str(data_bin), checkpoint_file=checkpoint.name, device="cpu")
+    assert mt.translate_text("w1 w2 w3.") == reference.translate_text("w1 w2 w3.")
