@@ -57,6 +57,16 @@ def load_checkpoint(path, map_location="cpu", mmap=False):
     """``torch.load(path, weights_only=True)`` with an error that names the file and what it refused.
     ``mmap``: tensors are mapped, not read, until used (to read a checkpoint's configuration only)."""
     allow_fairseq_checkpoints()
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            head = f.read(2)
+        # torch.save writes a zip archive (b"PK"), or in its legacy format a pickle (protocol 2+: b"\x80");
+        # anything else (a log, a text file, an empty one) would reach the unpickler as opcodes
+        if not head.startswith((b"PK", b"\x80")):
+            raise CorruptCheckpointError(
+                f"{path}: not a readable checkpoint ({os.path.getsize(path):,} bytes, "
+                f"{'empty' if not head else 'not a file torch.save writes'}; truncated or damaged, or another kind "
+                "of file)")
     try:
         return torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:

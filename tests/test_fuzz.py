@@ -129,14 +129,13 @@ def test_translate_text_returns_one_translation_per_sentence(translator, monkeyp
     in its place (the blank lines of the text as they were, in order)."""
     import fairseq_rope_text.running_text as running_text
 
-    joined = []
-    join = running_text.join_text
+    joined = []  # what translate_text hands join_text (the module's own function, imported above)
     monkeypatch.setattr(running_text, "join_text", lambda layout, translations: joined.append(translations) or
-                        join(layout, translations))
+                        join_text(layout, translations))
     layout, sentences = split_text(text, "en")
     out = translator.translate_text(text, batch_size=8)
     translations = joined[-1]
     assert len(translations) == len(sentences) and all(t.strip() for t in translations), translations
     blank = lambda s: [line for line in s.split("\n") if not line.strip()]
     assert blank(out) == blank(text)
-    assert out == join(layout, translations)
+    assert out == join_text(layout, translations)
