@@ -73,7 +73,6 @@ class RotaryEmbedding(nn.Module):
         # move them, non-persistent so that checkpoints never carry them
         self.register_buffer("cos_table", torch.empty(0, self.dim), persistent=False)
         self.register_buffer("sin_table", torch.empty(0, self.dim), persistent=False)
-        self.fused = options.rotation in ("auto", "triton")  # the kernel where it can run (see use_kernel)
         self.eager = compiled_rotary() if options.rotation == "compile" else apply_rotary
 
     def extra_repr(self):
@@ -121,7 +120,7 @@ class RotaryEmbedding(nn.Module):
         """Whether ``x`` (B x H x T x C) goes through the fused kernel: "auto" on a GPU where Triton is
         installed; "triton" wherever the kernel runs (a GPU, or the CPU under TRITON_INTERPRET=1),
         elsewhere an error."""
-        if not self.fused or x.dim() != 4:
+        if self.options.rotation not in ("auto", "triton") or x.dim() != 4:
             return False
         if self.options.rotation == "auto":
             return x.is_cuda and TRITON_INSTALLED
