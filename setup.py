@@ -9,6 +9,7 @@ setup(
     license="MIT",
     packages=find_packages(include=["fairseq_rope", "fairseq_rope.*", "fairseq_rope_cli", "fairseq_rope_cli.*",
                                     "fairseq_rope_text", "fairseq_rope_text.*"]),
+    package_data={"fairseq_rope": ["web/index.html"]},
     python_requires=">=3.10,<3.14",
     install_requires=[
         # fairseq's main branch with the dataclass fix for Python 3.11+, public source;
@@ -20,7 +21,10 @@ setup(
         "sacremoses>=0.1",
         "subword-nmt>=0.3.8",
         "sentencepiece>=0.1.99",
-        "sentencex>=1.0",  # sentence segmentation of running text (fairseq-rope-translate, translate_text)
+        # sentence segmentation of running text (fairseq-rope-translate, translate_text): Moses' rules for
+        # the 24 languages they cover, sentencex's for the others (docs/serving.md)
+        "sentence-splitter>=1.4",
+        "sentencex>=1.0",
     ],
     entry_points={
         "console_scripts": [
@@ -37,12 +41,18 @@ setup(
             "fairseq-rope-doc-translate = fairseq_rope_cli.doc_translate:main",
             "fairseq-rope-contrastive = fairseq_rope_cli.contrastive:main",
             "fairseq-rope-translate = fairseq_rope_cli.translate:main",
+            "fairseq-rope-serve = fairseq_rope_cli.serve:main",
         ],
     },
     extras_require={
         "plots": ["matplotlib>=3.7"],
         # fairseq-rope-ct2: rotary encoder/decoder specs; checked with 4.8.5
         "ct2": ["ctranslate2>=4.8,<5"],
-        "test": ["pytest>=7", "pytest-xdist>=3", "ctranslate2>=4.8,<5", "hypothesis>=6.100"],
+        # fairseq-rope-serve: an ASGI app (Starlette; python-multipart for form bodies) on uvicorn
+        "serve": ["starlette>=0.37", "uvicorn>=0.29", "python-multipart>=0.0.9"],
+        "test": ["pytest>=7", "pytest-xdist>=3", "ctranslate2>=4.8,<5", "hypothesis>=6.100",
+                 # the server's tests: its extra, a real client (deep-translator), a real browser (selenium)
+                 "starlette>=0.37", "uvicorn>=0.29", "python-multipart>=0.0.9", "httpx>=0.27",
+                 "deep-translator>=1.11", "selenium>=4.20"],
     },
 )

@@ -464,9 +464,18 @@ class CTranslate2Translator:
 
     def translate_text(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
                        lenpen: Optional[float] = None, progress=None) -> str:
-        """Running text translated with its layout kept, as :meth:`fairseq_rope.hub.Translator.translate_text`
-        does it for a sentence-level model (a model trained with context needs the fairseq backend)."""
-        from fairseq_rope_text.running_text import join_text, split_text
+        """Running text translated with its layout and line endings kept, as
+        :meth:`fairseq_rope.hub.Translator.translate_text` does it for a sentence-level model (a model
+        trained with context needs the fairseq backend)."""
+        from fairseq_rope_text.running_text import join_text, line_ending
+
+        layout, _, translations = self.translate_text_sentences(text, keep_line_breaks, beam, lenpen, progress)
+        return join_text(layout, translations, line_ending(text))
+
+    def translate_text_sentences(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
+                                 lenpen: Optional[float] = None, progress=None):
+        """(layout, sentences, translations) of running text, as :meth:`translate_text` makes them."""
+        from fairseq_rope_text.running_text import split_text
 
         if self.preprocessing.context:
             raise ValueError(f"{self.model_dir}: the model was trained with {self.preprocessing.context} sentences "
@@ -477,7 +486,7 @@ class CTranslate2Translator:
             out += self.translate(sentences[start:start + self.max_batch_size], beam, lenpen)
             if progress is not None:
                 progress(len(out), len(sentences))
-        return join_text(layout, out)
+        return layout, sentences, out
 
     def score_tokens(self, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]]) -> List[np.ndarray]:
         """Forced decoding: per pair, the log-probability of each target subword and of the final EOS."""

@@ -54,13 +54,24 @@ class Translator(GeneratorHubInterface):
     def translate_text(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
                        lenpen: Optional[float] = None, batch_size: int = 32,
                        progress: Optional[Callable[[int, int], None]] = None) -> str:
-        """Running text of any length (paragraphs, a whole file) translated with its layout kept
-        (fairseq_rope_text.running_text): split into sentences, each translated as the model was
-        trained, the sentences of the text one document (a model trained with context translates each
-        with its previous ones, a sentence-level model one by one, batched), the translations put
-        back in place. A sentence longer than the longest training source is translated as it is and
-        said in one line. ``progress(done, total)`` is called as sentences are translated."""
-        from fairseq_rope_text.running_text import join_text, split_text
+        """Running text of any length (paragraphs, a whole file) translated with its layout and line
+        endings kept (fairseq_rope_text.running_text): split into sentences, each translated as the
+        model was trained, the sentences of the text one document (a model trained with context
+        translates each with its previous ones, a sentence-level model one by one, batched), the
+        translations put back in place. A sentence longer than the longest training source is
+        translated as it is and said in one line. ``progress(done, total)`` is called as sentences
+        are translated. The sentences and their translations: :meth:`translate_text_sentences`."""
+        from fairseq_rope_text.running_text import join_text, line_ending
+
+        layout, _, translations = self.translate_text_sentences(text, keep_line_breaks, beam, lenpen, batch_size,
+                                                                progress)
+        return join_text(layout, translations, line_ending(text))
+
+    def translate_text_sentences(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
+                                 lenpen: Optional[float] = None, batch_size: int = 32,
+                                 progress: Optional[Callable[[int, int], None]] = None):
+        """(layout, sentences, translations) of running text, as :meth:`translate_text` makes them."""
+        from fairseq_rope_text.running_text import split_text
 
         from .documents import ContextTranslator
 
@@ -78,7 +89,7 @@ class Translator(GeneratorHubInterface):
         outputs = translator.translate_documents_ids(
             documents, beam or self.beam, self.lenpen if lenpen is None else lenpen,
             int(self.cfg.generation.max_len_b), batch_size, progress=progress)
-        return join_text(layout, [translator.detokenize(ids) for doc in outputs for ids, _ in doc])
+        return layout, sentences, [translator.detokenize(ids) for doc in outputs for ids, _ in doc]
 
     def longest_training_source(self) -> Optional[int]:
         """The longest source the model was trained on, in subwords with the end of sentence: what

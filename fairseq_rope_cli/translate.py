@@ -4,8 +4,8 @@
         < README.txt > README.de.txt
     fairseq-rope-translate --model-dir work/sample/ct2/rope --backend ctranslate2 --input mail.txt --output mail.de.txt
 
-Each paragraph (a run of non-blank lines) is split into sentences by sentencex (rules for about 300
-languages; a language without rules of its own falls back to a related one's or English's), each
+Each paragraph (a run of non-blank lines) is split into sentences by Moses' rules (sentence-splitter,
+24 European languages; sentencex's rules for every other language: docs/serving.md), each
 sentence is turned into model input by the data-bin's recorded preprocessing (preprocessing.json),
 and the sentences of the input are one document: a model trained with context (prepare.sh's
 CONTEXT=K) translates each with its K previous sentences and its own translations of them, a
@@ -13,7 +13,9 @@ sentence-level model one by one, batched. The translations are put back in place
 the first line's indentation of each paragraph as they were, a paragraph's sentences joined by one
 space (--keep-line-breaks: every line translated on its own, its breaks kept). A sentence longer
 than the longest training source (no boundary to split it at) is translated as it is and named in
-one line on stderr. On a terminal, a progress line with the time left.
+one line on stderr. On a terminal, a progress line with the time left; at the end, the number of
+sentences and paragraphs on stderr. --sentences FILE also writes each sentence and its translation,
+tab-separated, one pair a line, to see how the text was split. Line endings (LF or CRLF) are kept.
 
 --model-dir holds the checkpoint (--checkpoint-file; default: checkpoint_avg_last5.pt, the recipe's
 average, where it exists, else checkpoint_best.pt, fairseq's hub default); --backend ctranslate2
@@ -40,6 +42,8 @@ def parse_args(argv=None):
                                               "exists, else checkpoint_best.pt)")
     ap.add_argument("--input", help="UTF-8 text file (default, or -: stdin)")
     ap.add_argument("--output", help="the translation, written atomically (default: stdout)")
+    ap.add_argument("--sentences", metavar="FILE", help="also write each sentence and its translation, tab-separated, "
+                                                          "one pair a line (a tab inside one written as a space)")
     ap.add_argument("--keep-line-breaks", action="store_true",
                     help="translate every line on its own and keep the line breaks inside paragraphs")
     ap.add_argument("--backend", choices=["fairseq", "ctranslate2"], default="fairseq", help="(default: %(default)s)")
@@ -116,6 +120,9 @@ def main(argv=None):
         raise InputError(PROG, "--backend ctranslate2 takes the model, dictionaries and record from --model-dir; "
                                "leave out --data-bin and --checkpoint-file")
     check_output_file(PROG, "--output", args.output)
+    check_output_file(PROG, "--sentences", args.sentences)
+    if args.sentences and args.output and os.path.abspath(args.sentences) == os.path.abspath(args.output):
+        raise InputError(PROG, f"--sentences and --output are the same file ({args.output}); give two")
     text = read_text(args.input)
     if args.backend == "fairseq" and not any(name.startswith("dict.") and name.endswith(".txt")
                                              for name in os.listdir(args.data_bin)):
@@ -142,19 +149,30 @@ def main(argv=None):
     start = time.perf_counter()
     try:
         if args.backend == "fairseq":
-            translation = mt.translate_text(text, keep_line_breaks=args.keep_line_breaks, batch_size=args.batch_size,
-                                            progress=progress)
+            layout, sentences, translations = mt.translate_text_sentences(
+                text, keep_line_breaks=args.keep_line_breaks, batch_size=args.batch_size, progress=progress)
         else:
-            translation = mt.translate_text(text, keep_line_breaks=args.keep_line_breaks, progress=progress)
+            layout, sentences, translations = mt.translate_text_sentences(
+                text, keep_line_breaks=args.keep_line_breaks, progress=progress)
     except ValueError as error:
         raise InputError(PROG, str(error)) from None
     progress.close()
+    from fairseq_rope_text.running_text import join_text, line_ending
+
+    translation = join_text(layout, translations, line_ending(text))
     if args.output:
         with atomic_output(args.output) as f:
             f.write(translation)
     else:
         sys.stdout.write(translation)
-    print(f"[{PROG}] {args.input or 'stdin'} -> {args.output or 'stdout'} in {time.perf_counter() - start:.1f} s",
+    if args.sentences:
+        with atomic_output(args.sentences) as f:
+            for sentence, translated in zip(sentences, translations):
+                f.write(sentence.replace("\t", " ") + "\t" + translated.replace("\t", " ") + "\n")
+    units = sum(1 for item in layout if isinstance(item, tuple))
+    print(f"[{PROG}] {args.input or 'stdin'} -> {args.output or 'stdout'}: {len(sentences)} sentences in {units} "
+          f"{'lines' if args.keep_line_breaks else 'paragraphs'}"
+          f"{', the pairs in ' + args.sentences if args.sentences else ''}, {time.perf_counter() - start:.1f} s",
           file=sys.stderr)
 
 

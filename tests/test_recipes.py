@@ -255,11 +255,11 @@ def running_text(raw, words=3000):
     return "".join(p + ("\n\n\n" if i % 3 == 2 else "\n\n") for i, p in enumerate(paragraphs)), sentences
 
 
-def test_running_text_translates_sentence_by_sentence_with_the_layout_kept(recipe, api):
+def test_running_text_translates_sentence_by_sentence_with_the_layout_kept(recipe, api, tmp_path):
     """fairseq-rope-translate, stdin to stdout, on 3,000 words in paragraphs (far beyond any training
     length): every paragraph, blank line and indentation in place, each sentence translated as the API
     translates it alone; a sentence without a boundary, longer than the longest training source, is
-    translated as it is and named in one line."""
+    translated as it is and named in one line. CRLF line endings are kept; --sentences writes the split."""
     from fairseq_rope.hub import load_translator
     from fairseq_rope_text.running_text import join_text, split_text
 
@@ -292,6 +292,22 @@ def test_running_text_translates_sentence_by_sentence_with_the_layout_kept(recip
     assert named == [n for n, s in enumerate(found, 1) if len(mt.encode(s)) > longest]
     with pytest.warns(UserWarning, match=r"translates the string as one sentence, but it holds several"):
         mt.translate(" ".join(sentences[:3]))
+    # CRLF in, CRLF out; --sentences shows the split: each sentence and its translation on a line
+    translation_of = dict(zip(found, alone))
+    crlf = "\r\n".join(text.split("\n")[:8]) + "\r\n"
+    layout, found = split_text(crlf, "en")
+    pairs = tmp_path / "pairs.tsv"
+    out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fairseq-rope-translate"), "--model-dir",
+                          str(checkpoint.parent), "--checkpoint-file", checkpoint.name, "--data-bin",
+                          str(recipe["work"] / "data-bin"), "--device", "cpu", "--sentences", str(pairs)],
+                         input=crlf.encode(), capture_output=True, env=recipe["env"])
+    assert out.returncode == 0, out.stderr[-3000:]
+    translated = [translation_of[s] for s in found]
+    assert out.stdout.decode() == join_text(layout, translated, "\r\n")
+    assert out.stdout.count(b"\n") == out.stdout.count(b"\r\n") > 3  # no bare LF
+    assert pairs.read_text(encoding="utf-8").split("\n")[:-1] == [f"{s}\t{t}" for s, t in zip(found, translated)]
+    units = sum(isinstance(item, tuple) for item in layout)
+    assert f"{len(found)} sentences in {units} paragraphs" in out.stderr.decode()
 
 
 def test_evaluate_with_ctranslate2_backend(recipe):

@@ -1,0 +1,475 @@
+"""A translation server that LibreTranslate's clients speak to (fairseq-rope-serve).
+
+    app = make_app([ServedModel(load_translator(...))], Limits(char_limit=5000))
+    uvicorn.run(app, host="127.0.0.1", port=5000)
+
+LibreTranslate's API (``POST /translate``, ``GET /languages``, ``GET /health``, ``GET /frontend/settings``,
+errors as ``{"error": ...}``, CORS for every origin) over one or more models, each a language pair, and a
+web page at ``/``. A text is running text (fairseq_rope_text.running_text: split into sentences, its
+layout kept) or HTML (the text between its tags translated, the tags kept). The sentences of all
+requests to a model wait in one queue per model; a thread takes them, round robin over the requests
+that wait (one sentence of each in turn, so a long text does not hold a short one behind it), up to a
+budget of source subwords or a short wait for more, and translates them in one beam search. A
+document-level model translates the sentences of a request as one document, one request at a time.
+
+Only the standard library at import time besides Starlette (the ``serve`` extra).
+"""
+
+import asyncio
+import collections
+import html
+import itertools
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse
+from starlette.routing import Route
+
+from fairseq_rope_text.running_text import join_text, line_ending, split_text
+
+WEB_PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web", "index.html")
+NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
+         "es": "Spanish", "et": "Estonian", "fi": "Finnish", "fr": "French", "hi": "Hindi", "hu": "Hungarian",
+         "it": "Italian", "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian", "lv": "Latvian", "nl": "Dutch",
+         "pl": "Polish", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian",
+         "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese"}
+
+
+@dataclass
+class Limits:
+    """What one request may ask and how the queue is run (fairseq-rope-serve's flags)."""
+    char_limit: int = 5000          # characters per request, all its texts together (0: none)
+    batch_limit: int = 32           # texts per request (q as a list)
+    timeout: float = 60.0           # seconds a request may wait for its translation
+    queue_size: int = 2000          # sentences waiting per model; a request that does not fit: 503
+    max_tokens: int = 2048          # source subwords per beam search
+    batch_wait: float = 0.01        # seconds to wait for more sentences before a beam search
+    api_keys: Optional[Dict[str, int]] = None  # key: requests per minute (0: no limit); None: no keys
+    req_limit: int = 0              # requests per minute per client without keys (0: no limit)
+    web_page: bool = True
+
+
+class ServedModel:
+    """A loaded translator (fairseq_rope.hub.Translator or the CTranslate2 one) as the server uses it."""
+
+    def __init__(self, translator, beam: Optional[int] = None):
+        self.translator = translator
+        self.source, self.target = translator.source_lang, translator.target_lang
+        self.beam = beam or translator.beam
+        self.ctranslate2 = hasattr(translator, "translate_tokens")
+        self.context = 0 if self.ctranslate2 else int(getattr(translator.preprocessing, "context", 0) or 0)
+
+    def length(self, sentence: str) -> int:
+        """Source subwords of ``sentence`` (what a batch's budget counts)."""
+        encoded = self.translator.encode(sentence)
+        return len(encoded) if self.ctranslate2 else int(encoded.numel())
+
+    def nbest(self, sentences: List[str], n: int) -> List[List[str]]:
+        """Each sentence's ``n`` best translations (fewer where the beam found fewer), best first: the
+        best is what ``translator.translate`` returns."""
+        mt = self.translator
+        if self.ctranslate2:
+            found = mt.translate_tokens([mt.encode(s) for s in sentences], self.beam, nbest=n)
+            return [[mt.decode(tokens) for tokens, _ in hypotheses] for hypotheses in found]
+        found = mt.generate([mt.encode(s) for s in sentences], beam=self.beam, lenpen=mt.lenpen)
+        return [[mt.decode(h["tokens"]) for h in hypotheses[:n]] for hypotheses in found]
+
+    def document(self, sentences: List[str]) -> List[List[str]]:
+        """A document-level model's translations of ``sentences`` as one document, each in context."""
+        return [[t] for t in self.translator.translate_documents([sentences], beam=self.beam)[0]]
+
+
+class Job:
+    """One request's sentences for one model, and where their translations go."""
+
+    def __init__(self, sentences: List[str], lengths: List[int], n: int, loop, future):
+        self.sentences, self.lengths, self.n = sentences, lengths, n
+        self.results: List[Optional[List[str]]] = [None] * len(sentences)
+        self.left = len(sentences)
+        self.loop, self.future = loop, future
+
+    def finish(self, error: Optional[BaseException] = None):
+        def settle():
+            if not self.future.done():
+                self.future.set_exception(error) if error else self.future.set_result(self.results)
+        self.loop.call_soon_threadsafe(settle)
+
+
+class Batcher(threading.Thread):
+    """The queue of one model and the thread that translates it (see the module's text)."""
+
+    def __init__(self, model: ServedModel, limits: Limits):
+        super().__init__(daemon=True, name=f"translate {model.source}-{model.target}")
+        self.model, self.limits = model, limits
+        self.cond = threading.Condition()
+        self.waiting: "collections.OrderedDict[Job, collections.deque]" = collections.OrderedDict()
+        self.size = 0
+        self.stopping = False
+        self.batches = self.sentences = 0  # beam searches run, sentences translated
+
+    def submit(self, job: Job) -> bool:
+        """Queues ``job``; False when its sentences do not fit in the queue."""
+        with self.cond:
+            if self.size + len(job.sentences) > self.limits.queue_size:
+                return False
+            self.waiting[job] = collections.deque(range(len(job.sentences)))
+            self.size += len(job.sentences)
+            self.cond.notify()
+        if not job.sentences:
+            job.finish()
+        return True
+
+    def cancel(self, job: Job):
+        with self.cond:
+            left = self.waiting.pop(job, None)
+            if left:
+                self.size -= len(left)
+
+    def stop(self):
+        with self.cond:
+            self.stopping = True
+            self.cond.notify()
+
+    def take(self):
+        """The next batch: [(job, index)], round robin over the waiting jobs up to the subword budget
+        (a document-level model: all of one job)."""
+        with self.cond:
+            while True:
+                while not self.waiting and not self.stopping:
+                    self.cond.wait()
+                if self.stopping:
+                    return None
+                batch = self.take_waiting()
+                if batch:  # (empty when the requests that waited timed out meanwhile)
+                    return batch
+
+    def take_waiting(self):
+        """take()'s batch from what waits now (the lock held)."""
+        if not self.model.context:
+            deadline = time.monotonic() + self.limits.batch_wait
+            while self.size < self.limits.queue_size and time.monotonic() < deadline and \
+                    sum(job.lengths[i] for job, left in self.waiting.items() for i in left) < self.limits.max_tokens:
+                self.cond.wait(max(deadline - time.monotonic(), 0))
+        batch, budget = [], self.limits.max_tokens
+        if not self.waiting:
+            return batch
+        if self.model.context:
+            job, left = next(iter(self.waiting.items()))
+            batch = [(job, i) for i in left]
+            left.clear()
+        else:
+            for job in itertools.cycle(list(self.waiting)):
+                left = self.waiting[job]
+                if not any(self.waiting.values()):
+                    break
+                if not left:
+                    continue
+                length = job.lengths[left[0]]
+                if batch and length > budget:
+                    break
+                batch.append((job, left.popleft()))
+                budget -= length
+        for job in [job for job, left in self.waiting.items() if not left]:
+            del self.waiting[job]
+        self.size -= len(batch)
+        return batch
+
+    def run(self):
+        while True:
+            batch = self.take()
+            if batch is None:
+                return
+            try:
+                if self.model.context:
+                    outputs = self.model.document([job.sentences[i] for job, i in batch])
+                else:
+                    n = max(job.n for job, _ in batch)
+                    outputs = self.model.nbest([job.sentences[i] for job, i in batch], n)
+            except Exception as error:  # the requests of this batch get a 500 with its message
+                for job in {job for job, _ in batch}:
+                    job.finish(error)
+                continue
+            self.batches += 1
+            self.sentences += len(batch)
+            for (job, i), hypotheses in zip(batch, outputs):
+                job.results[i] = hypotheses[:job.n]
+                job.left -= 1
+                if job.left == 0:
+                    job.finish()
+
+
+class Failure(Exception):
+    """An answer other than 200: LibreTranslate's ``{"error": message}`` with ``status``."""
+
+    def __init__(self, status: int, message: str, headers: Optional[dict] = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+TAG = re.compile(r"""<!--.*?-->|<!\[CDATA\[.*?\]\]>|<(?:"[^"]*"|'[^']*'|[^'">])*>""", re.S)
+RAW_TEXT = re.compile(r"<(script|style|code|pre|textarea)\b", re.I)
+
+
+def html_parts(document: str) -> List[tuple]:
+    """An HTML text as [(is_text, part)]: tags, comments and the content of script, style, code, pre and
+    textarea as they are (is_text False), the text between tags unescaped (is_text True)."""
+    parts, at, raw_until = [], 0, None
+    for match in TAG.finditer(document):
+        between = document[at:match.start()]
+        if between:
+            parts.append((raw_until is None, html.unescape(between) if raw_until is None else between))
+        tag = match.group(0)
+        parts.append((False, tag))
+        opening = RAW_TEXT.match(tag)
+        if raw_until is None and opening and not tag.endswith("/>"):
+            raw_until = opening.group(1).lower()
+        elif raw_until is not None and re.match(rf"</{raw_until}\s*>", tag, re.I):
+            raw_until = None
+        at = match.end()
+    if at < len(document):
+        parts.append((raw_until is None, html.unescape(document[at:]) if raw_until is None else document[at:]))
+    return parts
+
+
+@dataclass
+class Piece:
+    """A text to translate as running text: its layout and sentences, and where it goes."""
+    text: str
+    layout: list = field(default_factory=list)
+    sentences: List[str] = field(default_factory=list)
+
+
+class Server:
+    def __init__(self, models: List[ServedModel], limits: Limits):
+        self.models = {(m.source, m.target): m for m in models}
+        self.limits = limits
+        self.batchers = {pair: Batcher(m, limits) for pair, m in self.models.items()}
+        self.rates: Dict[str, collections.deque] = collections.defaultdict(collections.deque)
+
+    # ---- requests -------------------------------------------------------------------------------
+    async def params(self, request: Request) -> dict:
+        """The request's fields from its URL and its body (JSON or a form), as LibreTranslate reads them
+        (deep-translator, for one, sends them in the URL of a POST)."""
+        def fields(multi) -> dict:
+            values = {k: v for k, v in multi.items() if k != "q"}
+            q = multi.getlist("q")
+            if q:
+                values["q"] = q[0] if len(q) == 1 else list(q)
+            return values
+
+        values = fields(request.query_params)
+        if request.method == "GET":
+            return values
+        kind = request.headers.get("content-type", "")
+        if kind.startswith("application/json"):
+            try:
+                body = await request.json()
+            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                raise Failure(400, f"Invalid request: the body is not JSON ({error})") from None
+            if not isinstance(body, dict):
+                raise Failure(400, "Invalid request: the JSON body must be an object")
+            values.update(body)
+        elif kind.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+            values.update(fields(await request.form()))
+        return values
+
+    def check_key(self, request: Request, params: dict):
+        """403 for a missing or unknown key where keys are needed; 429 past a key's (or a client's) rate."""
+        keys = self.limits.api_keys
+        if keys is not None:
+            key = params.get("api_key") or ""
+            if key not in keys:
+                raise Failure(403, "Invalid API key" if key else "Please contact the server operator to get an "
+                                   "API key: this server needs one (api_key)")
+            who, rate = f"key {key}", keys[key]
+        else:
+            who, rate = f"client {request.client.host if request.client else '?'}", self.limits.req_limit
+        if rate:
+            now, stamps = time.monotonic(), self.rates[who]
+            while stamps and stamps[0] <= now - 60:
+                stamps.popleft()
+            if len(stamps) >= rate:
+                raise Failure(429, f"Too many request limits violations: {rate} requests per minute for this "
+                                   f"{who.split()[0]}", {"Retry-After": str(max(1, int(stamps[0] + 60 - now) + 1))})
+            stamps.append(now)
+
+    def pair(self, source, target) -> ServedModel:
+        sources = sorted({s for s, _ in self.models})
+        if source == "auto":
+            raise Failure(400, f"Invalid request: source 'auto' needs language detection, which this server does "
+                               f"not do (each model translates one language pair); give the source language, one "
+                               f"of: {', '.join(sources)}")
+        if source not in sources:
+            raise Failure(400, f"{source} is not supported: source languages are {', '.join(sources)}")
+        if (source, target) not in self.models:
+            targets = sorted(t for s, t in self.models if s == source)
+            raise Failure(400, f"{target} is not supported: from {source} the target languages are "
+                               f"{', '.join(targets)}")
+        return self.models[(source, target)]
+
+    async def translate(self, request: Request):
+        params = await self.params(request)
+        self.check_key(request, params)
+        for name in ("q", "source", "target"):
+            if params.get(name) in (None, ""):
+                raise Failure(400, f"Invalid request: missing {name} parameter")
+        q, fmt = params["q"], params.get("format", "text")
+        if fmt not in ("text", "html"):
+            raise Failure(400, f"Invalid request: format {fmt!r} is not one of: text, html")
+        batch = isinstance(q, list)
+        texts = q if batch else [q]
+        if not all(isinstance(t, str) for t in texts):
+            raise Failure(400, "Invalid request: q must be a string or a list of strings")
+        if batch and len(texts) > self.limits.batch_limit:
+            raise Failure(400, f"Invalid request: request ({len(texts)}) exceeds text limit ({self.limits.batch_limit})")
+        chars = sum(len(t) for t in texts)
+        if self.limits.char_limit and chars > self.limits.char_limit:
+            raise Failure(400, f"Invalid request: request ({chars}) exceeds text limit ({self.limits.char_limit})")
+        try:
+            alternatives = int(params.get("alternatives", 0) or 0)
+        except (TypeError, ValueError):
+            raise Failure(400, f"Invalid request: alternatives must be a whole number, got {params['alternatives']!r}")
+        model = self.pair(params["source"], params["target"])
+        if not 0 <= alternatives < model.beam:
+            raise Failure(400, f"Invalid request: alternatives must be 0 to {model.beam - 1} (the beam is {model.beam})")
+        if alternatives and model.context:
+            raise Failure(400, "Invalid request: alternatives are not offered by a document-level model")
+
+        # every text (or each text between an HTML text's tags) split into sentences
+        documents = [html_parts(t) if fmt == "html" else [(True, t)] for t in texts]
+        pieces = [Piece(part) for parts in documents for is_text, part in parts if is_text and part.strip()]
+        for piece in pieces:
+            piece.layout, piece.sentences = split_text(piece.text, model.source)
+        sentences = [s for piece in pieces for s in piece.sentences]
+        loop = asyncio.get_running_loop()
+        job = Job(sentences, [model.length(s) for s in sentences], alternatives + 1, loop, loop.create_future())
+        batcher = self.batchers[(model.source, model.target)]
+        if not batcher.submit(job):
+            raise Failure(503, f"the server is busy ({self.limits.queue_size} sentences are waiting); try again",
+                          {"Retry-After": "1"})
+        try:
+            results = await asyncio.wait_for(job.future, self.limits.timeout)
+        except asyncio.TimeoutError:
+            batcher.cancel(job)
+            raise Failure(503, f"the translation took longer than the limit ({self.limits.timeout:g} s); send "
+                               "shorter texts", {"Retry-After": "1"}) from None
+        except Exception as error:  # the model failed on this batch
+            raise Failure(500, f"translation failed: {error}") from None
+
+        def text_of(k: int) -> List[str]:
+            """Every text with each sentence's k-th translation (the best where there are fewer)."""
+            at, out, it = 0, [], iter(pieces)
+            for parts in documents:
+                whole = []
+                for is_text, part in parts:
+                    if not (is_text and part.strip()):
+                        whole.append(html.escape(part, quote=False) if fmt == "html" and is_text else part)
+                        continue
+                    piece = next(it)
+                    chosen = [r[min(k, len(r) - 1)] for r in results[at:at + len(piece.sentences)]]
+                    at += len(piece.sentences)
+                    done = join_text(piece.layout, chosen, line_ending(piece.text))
+                    if fmt == "html":  # the spaces around a text between tags kept
+                        lead, trail = part[:len(part) - len(part.lstrip())], part[len(part.rstrip()):]
+                        done = lead + html.escape(done.strip(), quote=False) + trail
+                    whole.append(done)
+                out.append("".join(whole))
+            return out
+
+        answer = {"translatedText": text_of(0) if batch else text_of(0)[0]}
+        if alternatives:
+            others = [text_of(k) for k in range(1, alternatives + 1)]
+            answer["alternatives"] = [[o[i] for o in others] for i in range(len(texts))] if batch else \
+                [o[0] for o in others]
+        return JSONResponse(answer)
+
+    async def languages(self, request: Request):
+        sources = sorted({s for s, _ in self.models})
+        return JSONResponse([{"code": s, "name": NAMES.get(s, s),
+                              "targets": sorted(t for src, t in self.models if src == s)} for s in sources])
+
+    async def health(self, request: Request):
+        return JSONResponse({"status": "ok", "models": [f"{s}-{t}" for s, t in self.models],
+                             "translated": {f"{s}-{t}": {"sentences": b.sentences, "batches": b.batches}
+                                            for (s, t), b in self.batchers.items()}})
+
+    async def settings(self, request: Request):
+        first = next(iter(self.models.values()))
+        return JSONResponse({
+            "charLimit": self.limits.char_limit or -1, "batchLimit": self.limits.batch_limit,
+            "frontendTimeout": int(self.limits.timeout * 1000), "apiKeys": self.limits.api_keys is not None,
+            "keyRequired": self.limits.api_keys is not None, "suggestions": False, "filesTranslation": False,
+            "supportedFilesFormat": [],
+            "language": {"source": {"code": first.source, "name": NAMES.get(first.source, first.source)},
+                         "target": {"code": first.target, "name": NAMES.get(first.target, first.target)}}})
+
+    async def detect(self, request: Request):
+        raise Failure(400, "Invalid request: this server does not detect languages (each model translates one "
+                           "language pair); GET /languages lists them")
+
+    async def page(self, request: Request):
+        return FileResponse(WEB_PAGE, media_type="text/html; charset=utf-8")
+
+
+def make_app(models: List[ServedModel], limits: Limits = None, load=None) -> Starlette:
+    """The ASGI app over ``models`` (or over what ``load()`` returns, called in a thread at start-up, while
+    ``/health`` answers 503 "loading")."""
+    limits = limits or Limits()
+    state = {"server": None}
+
+    def start(loaded: List[ServedModel]):
+        server = Server(loaded, limits)
+        for batcher in server.batchers.values():
+            batcher.start()
+        state["server"] = server
+
+    def endpoint(name):
+        async def handle(request: Request):
+            server = state["server"]
+            if server is None:
+                answer = JSONResponse({"status": "loading", "models": []} if name == "health" else
+                                      {"error": "the models are still loading"}, status_code=503,
+                                      headers={"Retry-After": "5"})
+            else:
+                try:
+                    answer = await getattr(server, name)(request)
+                except Failure as failure:
+                    answer = JSONResponse({"error": failure.message}, status_code=failure.status,
+                                          headers=failure.headers)
+            answer.headers["Access-Control-Allow-Origin"] = "*"  # on every answer, as LibreTranslate's
+            return answer
+        return handle
+
+    async def lifespan(app):
+        if load is None:
+            start(models)
+        else:
+            async def loading():
+                start(await asyncio.to_thread(load))
+            task = asyncio.ensure_future(loading())
+        yield
+        if load is not None and not task.done():
+            task.cancel()
+        if state["server"]:
+            for batcher in state["server"].batchers.values():
+                batcher.stop()
+
+    routes = [Route("/translate", endpoint("translate"), methods=["POST"]),
+              Route("/languages", endpoint("languages"), methods=["GET", "POST"]),
+              Route("/detect", endpoint("detect"), methods=["POST"]),
+              Route("/health", endpoint("health"), methods=["GET"]),
+              Route("/frontend/settings", endpoint("settings"), methods=["GET"])]
+    if limits.web_page:
+        routes.append(Route("/", endpoint("page"), methods=["GET"]))
+    return Starlette(routes=routes, lifespan=lifespan,
+                     middleware=[Middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"],
+                                            allow_headers=["*"])])

@@ -1,0 +1,171 @@
+"""fairseq-rope-serve: trained models behind LibreTranslate's API, with a web page.
+
+    fairseq-rope-serve --model work/sample/checkpoints/rope_transformer work/sample/data-bin
+    curl -s localhost:5000/translate -H 'Content-Type: application/json' \
+        -d '{"q": "The small dog sees the red house.", "source": "en", "target": "de"}'
+
+Each --model is one language pair: a checkpoints directory and the data-bin it was trained on (the
+fairseq backend; --checkpoint-file as in fairseq-rope-translate, default the recipe's average where it
+exists, else checkpoint_best.pt), or a fairseq-rope-ct2 export alone (CTranslate2). The pair is the
+model's own. Clients that speak LibreTranslate (deep-translator, SearXNG, Weblate, ...) use it as they
+use LibreTranslate: POST /translate with q (a text or a list), source, target, format (text or html),
+alternatives and api_key, as JSON or a form; GET /languages, /health, /frontend/settings; errors as
+{"error": "..."} with 400, 403, 429, 500 or 503 (with Retry-After). Texts are running text: split into
+sentences, translated, put back with their layout (docs/serving.md). A web page is at / (--no-web-page
+turns it off). The sentences of concurrent requests are translated together in batches (--max-tokens,
+--batch-wait-ms); SIGTERM or Ctrl-C finishes the requests in flight, then exits. Needs the serve
+extra: pip install 'fairseq-rope[serve]'.
+"""
+
+import os
+import sys
+
+from .common import InputError, argument_parser
+
+PROG = "fairseq-rope-serve"
+AVERAGED = "checkpoint_avg_last5.pt"
+
+
+def parse_args(argv=None):
+    ap = argument_parser(PROG, __doc__)
+    ap.add_argument("--model", nargs="+", action="append", required=True, metavar=("MODEL_DIR", "DATA_BIN"),
+                    help="a checkpoints directory and its data-bin, or a fairseq-rope-ct2 export; once per model")
+    ap.add_argument("--checkpoint-file", help=f"the checkpoint in each fairseq MODEL_DIR (default: {AVERAGED} "
+                                              "where it exists, else checkpoint_best.pt)")
+    ap.add_argument("--host", default="127.0.0.1", help="(default: %(default)s; 0.0.0.0 to serve other machines)")
+    ap.add_argument("--port", type=int, default=5000, help="(default: %(default)s, LibreTranslate's)")
+    ap.add_argument("--beam", type=int, default=4, help="(default: %(default)s)")
+    ap.add_argument("--lenpen", type=float, default=0.6, help="(default: %(default)s)")
+    ap.add_argument("--device", help="cpu or cuda (default: cuda when torch sees a GPU, else cpu)")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads for translation (default: torch's or "
+                                                           "CTranslate2's own choice)")
+    ap.add_argument("--char-limit", type=int, default=5000,
+                    help="characters per request, all its texts together; 0: no limit (default: %(default)s)")
+    ap.add_argument("--batch-limit", type=int, default=32, help="texts per request (default: %(default)s)")
+    ap.add_argument("--timeout", type=float, default=60.0,
+                    help="seconds a request may take before it is answered 503 (default: %(default)s)")
+    ap.add_argument("--queue-size", type=int, default=2000,
+                    help="sentences that may wait per model; a request past it is answered 503 (default: %(default)s)")
+    ap.add_argument("--max-tokens", type=int, default=2048,
+                    help="source subwords per beam search (default: %(default)s)")
+    ap.add_argument("--batch-wait-ms", type=float, default=10.0,
+                    help="how long to wait for more sentences before a beam search (default: %(default)s)")
+    ap.add_argument("--api-keys", metavar="FILE", help="API keys, one a line, each optionally followed by its "
+                                                       "requests per minute; when given, every request needs one")
+    ap.add_argument("--req-limit", type=int, default=0,
+                    help="requests per minute per client without keys; 0: no limit (default: %(default)s)")
+    ap.add_argument("--no-web-page", action="store_true", help="no web page at /")
+    return ap.parse_args(argv)
+
+
+def read_api_keys(path):
+    """{key: requests per minute (0: no limit)} from ``path``: a key a line, optionally followed by its
+    rate; blank lines and lines starting with # are skipped."""
+    if not os.path.isfile(path):
+        raise InputError(PROG, f"--api-keys file not found: {path}")
+    keys = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            words = line.split()
+            if not words or words[0].startswith("#"):
+                continue
+            if len(words) > 2 or (len(words) == 2 and not words[1].isdigit()):
+                raise InputError(PROG, f"{path}, line {n}: expected a key and optionally its requests per minute "
+                                       f"(a whole number), got {line.strip()!r}")
+            keys[words[0]] = int(words[1]) if len(words) == 2 else 0
+    if not keys:
+        raise InputError(PROG, f"--api-keys {path} holds no key")
+    return keys
+
+
+def check_models(args):
+    """[(model_dir, data_bin or None, checkpoint file or None)], each checked before anything loads."""
+    found = []
+    for given in args.model:
+        if len(given) > 2:
+            raise InputError(PROG, f"--model takes MODEL_DIR and optionally DATA_BIN, got {len(given)} paths: "
+                                   f"{' '.join(given)}")
+        model_dir, data_bin = given[0], (given[1] if len(given) == 2 else None)
+        if not os.path.isdir(model_dir):
+            raise InputError(PROG, f"--model directory not found: {model_dir}")
+        if data_bin is None:
+            if not os.path.isfile(os.path.join(model_dir, "model.bin")):
+                raise InputError(PROG, f"--model {model_dir}: no model.bin, so not a fairseq-rope-ct2 export; a "
+                                       "checkpoints directory needs its data-bin: --model MODEL_DIR DATA_BIN")
+            found.append((model_dir, None, None))
+            continue
+        if not os.path.isdir(data_bin):
+            raise InputError(PROG, f"--model {model_dir}: data-bin directory not found: {data_bin}")
+        checkpoint = args.checkpoint_file or (AVERAGED if os.path.isfile(os.path.join(model_dir, AVERAGED))
+                                              else "checkpoint_best.pt")
+        if not os.path.isfile(os.path.join(model_dir, checkpoint)):
+            raise InputError(PROG, f"checkpoint not found: {os.path.join(model_dir, checkpoint)} (--checkpoint-file)")
+        found.append((model_dir, data_bin, checkpoint))
+    return found
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    for flag in ("beam", "batch_limit", "queue_size", "max_tokens"):
+        if getattr(args, flag) < 1:
+            raise InputError(PROG, f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+    for flag in ("char_limit", "req_limit", "threads", "batch_wait_ms"):
+        if getattr(args, flag) < 0:
+            raise InputError(PROG, f"--{flag.replace('_', '-')} must be >= 0, got {getattr(args, flag)}")
+    if args.timeout <= 0:
+        raise InputError(PROG, f"--timeout must be > 0 seconds, got {args.timeout}")
+    if not 0 < args.port < 65536:
+        raise InputError(PROG, f"--port must be 1 to 65535, got {args.port}")
+    specs = check_models(args)
+    keys = read_api_keys(args.api_keys) if args.api_keys else None
+    try:
+        import uvicorn
+
+        from fairseq_rope.server import Limits, ServedModel, make_app
+    except ImportError as error:
+        raise InputError(PROG, f"{error.name} is not installed: pip install 'fairseq-rope[serve]'") from None
+    from fairseq_rope.checkpoints import CheckpointError
+    from fairseq_rope.hub import check_device, load_translator
+
+    try:
+        device = check_device(args.device)
+    except ValueError as error:
+        raise InputError(PROG, f"--device: {error}") from None
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+    def load():
+        models = []
+        for model_dir, data_bin, checkpoint in specs:
+            try:
+                if data_bin is None:
+                    mt = load_translator(model_dir, backend="ctranslate2", beam=args.beam, lenpen=args.lenpen,
+                                         device=device, threads=args.threads)
+                else:
+                    mt = load_translator(model_dir, data_bin, checkpoint_file=checkpoint, beam=args.beam,
+                                         lenpen=args.lenpen, device=device)
+            except (FileNotFoundError, ValueError, CheckpointError) as error:
+                print(f"{PROG}: error: {error}", file=sys.stderr)
+                os._exit(1)  # (in the loading thread: the server must not go on without the model)
+            model = ServedModel(mt, args.beam)
+            if any((m.source, m.target) == (model.source, model.target) for m in models):
+                print(f"{PROG}: error: two models translate {model.source}-{model.target}; give one per pair",
+                      file=sys.stderr)
+                os._exit(1)
+            models.append(model)
+            print(f"[{PROG}] {model.source}-{model.target} from {model_dir} ready", file=sys.stderr, flush=True)
+        return models
+
+    limits = Limits(char_limit=args.char_limit, batch_limit=args.batch_limit, timeout=args.timeout,
+                    queue_size=args.queue_size, max_tokens=args.max_tokens, batch_wait=args.batch_wait_ms / 1000,
+                    api_keys=keys, req_limit=args.req_limit, web_page=not args.no_web_page)
+    print(f"[{PROG}] http://{args.host}:{args.port}/ (loading {len(specs)} model(s); /health says when ready)",
+          file=sys.stderr, flush=True)
+    uvicorn.run(make_app([], limits, load=load), host=args.host, port=args.port, log_level="info", access_log=False,
+                timeout_graceful_shutdown=int(args.timeout) + 5)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""fairseq-rope-serve: LibreTranslate's API field by field, against the in-process API on the same model;
+batching that does not change a translation; limits with clean answers; real clients (deep-translator,
+curl, a browser)."""
+
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import untrained_checkpoint
+from fairseq_rope_text.preprocessing import Preprocessing
+
+BIN = os.path.dirname(sys.executable)
+WORDS = ["The", "A", "It", "He", "She", "dog", "cat", "house", "man", "woman", "sees", "runs", "eats", "has", "red",
+         "big", "small", "old", "and", "but", "the", "a", "in", "on", "today", "Hello", "world", ".", ",", "!", "?"]
+# sentences of the model's own words, which the tiny untrained model translates differently from each other
+SENTENCES = [f"{a} {b} {c} the {d} {e} ." for a, b, c, d, e in zip(
+    ["The", "A", "It", "He", "She", "The", "A", "He", "She", "It", "The", "A"],
+    ["dog", "cat", "man", "woman", "dog", "house", "man", "cat", "dog", "woman", "cat", "dog"],
+    ["sees", "runs", "eats", "has", "sees", "has", "runs", "eats", "sees", "has", "runs", "eats"],
+    ["red", "big", "small", "old", "big", "red", "old", "small", "red", "big", "old", "red"],
+    ["house", "dog", "cat", "man", "woman", "cat", "house", "dog", "man", "cat", "woman", "house"])]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """An English-German data-bin (a subword-nmt record) and an untrained checkpoint whose translations
+    differ between sentences (5 kinds for the 12 SENTENCES): (model_dir, data_bin)."""
+    base = tmp_path_factory.mktemp("serve")
+    data_bin = base / "data-bin"
+    data_bin.mkdir()
+    for lang in ("en", "de"):
+        (data_bin / f"dict.{lang}.txt").write_text("".join(f"{w} 1\n" for w in WORDS))
+        (base / f"vocab.{lang}").write_text("".join(f"{w} 100\n" for w in WORDS))
+    (base / "codes").write_text("#version: 0.2\nw 1\n")
+    Preprocessing(source_lang="en", target_lang="de", pretokenizer="none", subword="subword_nmt",
+                  codes=str(base / "codes"), vocabulary={lang: str(base / f"vocab.{lang}") for lang in ("en", "de")},
+                  vocabulary_threshold=1).write(str(data_bin))
+    checkpoint = untrained_checkpoint(data_bin, base / "model" / "checkpoint_best.pt", "en", "de", seed=1)
+    return checkpoint.parent, data_bin
+
+
+@pytest.fixture(scope="module")
+def mt(model):
+    from fairseq_rope.hub import load_translator
+
+    return load_translator(model[0], model[1], device="cpu")
+
+
+class Server:
+    def __init__(self, model, *flags):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [os.path.join(BIN, "fairseq-rope-serve"), "--model", str(model[0]), str(model[1]), "--port",
+             str(self.port), "--device", "cpu", "--threads", "1", *map(str, flags)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.process.communicate()[1]
+            try:
+                if self.call("GET", "/health")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError("the server did not become ready in 120 s")
+
+    def call(self, method, path, body=None, form=False, headers=None):
+        """(status, answer as JSON or text, headers)"""
+        data = None
+        headers = dict(headers or {})
+        if body is not None:
+            if form:
+                data = urllib.parse.urlencode(body, doseq=True).encode()
+                headers["Content-Type"] = "application/x-www-form-urlencoded"
+            else:
+                data = json.dumps(body).encode()
+                headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                raw, status, got = response.read(), response.status, response.headers
+        except urllib.error.HTTPError as error:
+            raw, status, got = error.read(), error.code, error.headers
+        try:
+            return status, json.loads(raw), got
+        except json.JSONDecodeError:
+            return status, raw.decode(), got
+
+    def translate(self, **fields):
+        return self.call("POST", "/translate", fields)
+
+    def stop(self):
+        """SIGTERM; True when the server shut down (uvicorn ends by re-raising the signal: status -15)."""
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(60) in (0, -signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def server(model):
+    s = Server(model, "--char-limit", 20000, "--batch-limit", 8, "--batch-wait-ms", 50, "--max-tokens", 64)
+    yield s
+    s.stop()
+
+
+def test_translate_answers_field_by_field_as_libretranslate_documents(server, mt):
+    """POST /translate with q a string or a list, as JSON or a form: {"translatedText": ...} equal to the
+    in-process API's translate_text; alternatives; GET /languages with targets, /health, /frontend/settings;
+    CORS on every answer."""
+    text = f"{SENTENCES[0]} {SENTENCES[1]}\n\n  {SENTENCES[2]}"
+    status, answer, headers = server.translate(q=text, source="en", target="de")
+    assert status == 200 and answer == {"translatedText": mt.translate_text(text)}
+    assert headers["Access-Control-Allow-Origin"] == "*"
+    assert answer["translatedText"].count("\n\n  ") == 1  # the layout kept
+    status, answer, _ = server.translate(q=SENTENCES[:3], source="en", target="de", format="text")
+    assert status == 200 and answer == {"translatedText": [mt.translate_text(s) for s in SENTENCES[:3]]}
+    assert len(set(answer["translatedText"])) > 1  # the model tells them apart
+    status, form, _ = server.call("POST", "/translate", {"q": SENTENCES[:3], "source": "en", "target": "de"},
+                                  form=True)
+    assert status == 200 and form == answer
+    status, alone, _ = server.call("POST", "/translate?" + urllib.parse.urlencode(
+        {"q": SENTENCES[0], "source": "en", "target": "de", "api_key": "any"}))  # fields in the URL
+    assert status == 200 and alone == {"translatedText": mt.translate_text(SENTENCES[0])}
+
+    status, answer, _ = server.translate(q=SENTENCES[0], source="en", target="de", alternatives=2)
+    hypotheses = mt.generate([mt.encode(SENTENCES[0])], beam=4, lenpen=0.6)[0]
+    assert status == 200 and answer["translatedText"] == mt.decode(hypotheses[0]["tokens"])
+    assert answer["alternatives"] == [mt.decode(h["tokens"]) for h in hypotheses[1:3]]
+    status, answer, _ = server.translate(q=SENTENCES[:2], source="en", target="de", alternatives=1)
+    assert status == 200 and [len(a) for a in answer["alternatives"]] == [1, 1]
+
+    assert server.call("GET", "/languages")[:2] == (200, [{"code": "en", "name": "English", "targets": ["de"]}])
+    status, health, _ = server.call("GET", "/health")
+    assert status == 200 and health["status"] == "ok" and health["models"] == ["en-de"]
+    status, settings, _ = server.call("GET", "/frontend/settings")
+    assert status == 200 and settings["charLimit"] == 20000 and settings["keyRequired"] is False
+    status, _, headers = server.call("OPTIONS", "/translate", headers={
+        "Origin": "https://example.org", "Access-Control-Request-Method": "POST"})
+    assert status == 200 and headers["Access-Control-Allow-Origin"] == "*"
+
+
+@pytest.mark.parametrize("fields, status, says", [
+    ({"source": "en", "target": "de"}, 400, "missing q parameter"),
+    ({"q": "x", "target": "de"}, 400, "missing source parameter"),
+    ({"q": "x", "source": "en"}, 400, "missing target parameter"),
+    ({"q": "x", "source": "auto", "target": "de"}, 400, "needs language detection, which this server does not do"),
+    ({"q": "x", "source": "fr", "target": "de"}, 400, "fr is not supported: source languages are en"),
+    ({"q": "x", "source": "en", "target": "fr"}, 400, "fr is not supported: from en the target languages are de"),
+    ({"q": "x", "source": "en", "target": "de", "format": "pdf"}, 400, "format 'pdf' is not one of: text, html"),
+    ({"q": ["x" * 10000, "y" * 10001], "source": "en", "target": "de"}, 400, "request (20001) exceeds text limit (20000)"),
+    ({"q": ["x"] * 9, "source": "en", "target": "de"}, 400, "request (9) exceeds text limit (8)"),
+    ({"q": [1, 2], "source": "en", "target": "de"}, 400, "q must be a string or a list of strings"),
+    ({"q": "x", "source": "en", "target": "de", "alternatives": 4}, 400, "alternatives must be 0 to 3"),
+    ({"q": "x", "source": "en", "target": "de", "alternatives": "two"}, 400, "alternatives must be a whole number"),
+])
+def test_bad_requests_are_answered_by_name_as_json_errors(server, fields, status, says):
+    got, answer, _ = server.translate(**fields)
+    assert got == status and says in answer["error"] and list(answer) == ["error"]
+
+
+def test_not_json_and_detect_are_answered_by_name(server):
+    request = urllib.request.Request(server.url + "/translate", data=b"{not json", method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(request, timeout=30)
+    assert error.value.code == 400 and "the body is not JSON" in json.loads(error.value.read())["error"]
+    status, answer, _ = server.call("POST", "/detect", {"q": "x"})
+    assert status == 400 and "does not detect languages" in answer["error"]
+
+
+def test_html_keeps_its_tags_and_translates_the_text_between_them(server, mt):
+    page = (f'<p class="a">{SENTENCES[0]} {SENTENCES[1]}</p>\n<div><b>{SENTENCES[2]}</b> <i>Hello</i> '
+            f'&amp; world</div><script>var s = "{SENTENCES[3]}";</script><!-- {SENTENCES[4]} -->')
+    status, answer, _ = server.translate(q=page, source="en", target="de", format="html")
+    assert status == 200
+    tags = re.findall(r"<[^>]*>", page)
+    assert re.findall(r"<[^>]*>", answer["translatedText"]) == tags
+    texts = re.split(r"<[^>]*>", answer["translatedText"])
+    assert texts[1] == mt.translate_text(f"{SENTENCES[0]} {SENTENCES[1]}")
+    assert texts[4] == mt.translate_text(SENTENCES[2])
+    assert texts[7] == " " + mt.translate_text("& world").replace("&", "&amp;")
+    assert f'var s = "{SENTENCES[3]}";' in answer["translatedText"] and SENTENCES[4] in answer["translatedText"]
+
+
+def test_concurrent_requests_share_beam_searches_and_each_sentence_translates_as_alone(server, mt):
+    """24 clients at once, one to three sentences each: fewer beam searches than sentences, and every
+    translation is the in-process API's of the sentence alone (a batch of one)."""
+    requests = [SENTENCES[i % 12:i % 12 + 1 + i % 3] for i in range(24)]
+    before = server.call("GET", "/health")[1]["translated"]["en-de"]
+    with concurrent.futures.ThreadPoolExecutor(24) as pool:
+        answers = list(pool.map(lambda q: server.translate(q=" ".join(q), source="en", target="de"), requests))
+    after = server.call("GET", "/health")[1]["translated"]["en-de"]
+    alone = {s: mt.translate([s])[0] for s in SENTENCES}
+    assert len(set(alone.values())) >= 4  # (an untrained model, whose translations still differ)
+    for q, (status, answer, _) in zip(requests, answers):
+        assert status == 200 and answer["translatedText"] == " ".join(alone[s] for s in q)
+    sentences, batches = after["sentences"] - before["sentences"], after["batches"] - before["batches"]
+    assert sentences == sum(map(len, requests)) and batches < sentences / 2
+
+
+def test_a_long_text_does_not_hold_a_short_one_behind_it(server):
+    long_text = " ".join(SENTENCES * 8)  # 96 sentences: 11 beam searches of 64 subwords
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        started = time.monotonic()
+        long_one = pool.submit(server.translate, q=long_text, source="en", target="de")
+        time.sleep(0.3)
+        short = pool.submit(server.translate, q=SENTENCES[5], source="en", target="de")
+        assert short.result()[0] == 200
+        short_done = time.monotonic()
+        assert not long_one.done(), "the long text finished first: make it longer"
+        assert long_one.result()[0] == 200
+    assert short_done - started < (time.monotonic() - started) / 2
+
+
+def test_limits_answer_at_once_keys_rates_queue_and_timeout(model, tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text("# key and requests per minute\nlimited 2\nfree\n")
+    server = Server(model, "--api-keys", keys, "--queue-size", 20, "--timeout", 0.3, "--max-tokens", 1,
+                    "--batch-wait-ms", 0, "--char-limit", 0)
+    try:
+        assert server.call("GET", "/frontend/settings")[1]["keyRequired"] is True
+        status, answer, _ = server.translate(q=SENTENCES[0], source="en", target="de")
+        assert status == 403 and "needs one (api_key)" in answer["error"]
+        status, answer, _ = server.translate(q=SENTENCES[0], source="en", target="de", api_key="wrong")
+        assert (status, answer) == (403, {"error": "Invalid API key"})
+        for _ in range(2):
+            assert server.translate(q=SENTENCES[0], source="en", target="de", api_key="limited")[0] == 200
+        status, answer, headers = server.translate(q=SENTENCES[0], source="en", target="de", api_key="limited")
+        assert status == 429 and "2 requests per minute" in answer["error"] and int(headers["Retry-After"]) >= 1
+        started = time.monotonic()
+        status, answer, headers = server.translate(q=" ".join(SENTENCES * 2), source="en", target="de",
+                                                   api_key="free")  # 24 sentences > the queue's 20
+        assert status == 503 and "busy" in answer["error"] and headers["Retry-After"] == "1"
+        assert time.monotonic() - started < 2
+        status, answer, _ = server.translate(q=" ".join(SENTENCES[:10] * 2), source="en", target="de",
+                                             api_key="free")  # 20 sentences, one per beam search: > 0.3 s
+        assert status == 503 and "took longer than the limit (0.3 s)" in answer["error"]
+        time.sleep(0.5)
+        assert server.translate(q=SENTENCES[0], source="en", target="de", api_key="free")[0] == 200
+    finally:
+        assert server.stop()
+
+
+def test_sigterm_finishes_the_requests_in_flight_then_exits(model):
+    server = Server(model, "--max-tokens", 1, "--batch-wait-ms", 0)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        request = pool.submit(server.translate, q=" ".join(SENTENCES * 2), source="en", target="de")
+        time.sleep(0.5)
+        server.process.send_signal(signal.SIGTERM)
+        status, answer, _ = request.result()
+    assert status == 200 and len(answer["translatedText"].split(" ")) > 24
+    assert server.process.wait(60) in (0, -signal.SIGTERM)
+    assert "Finished server process" in server.process.stderr.read()
+    with pytest.raises(OSError):
+        server.call("GET", "/health")
+
+
+def test_deep_translators_libretranslate_client_works_unchanged(server, mt):
+    from deep_translator import LibreTranslator
+
+    client = LibreTranslator(source="en", target="de", api_key="unused", custom_url=server.url + "/")
+    assert client.translate(SENTENCES[3]) == mt.translate_text(SENTENCES[3])
+    assert client.translate_batch(SENTENCES[:2]) == [mt.translate_text(s) for s in SENTENCES[:2]]
+
+
+def test_the_docs_curl_commands_work_unchanged(server, mt):
+    """Every curl command of docs/serving.md and the README, against the server (its port)."""
+    if not shutil.which("curl"):
+        pytest.skip("curl is not installed")
+    docs = "".join(open(os.path.join(os.path.dirname(__file__), "..", name), encoding="utf-8").read()
+                   for name in ("README.md", "docs/serving.md"))
+    commands = [c.replace("\\\n", " ") for c in re.findall(r"^curl (?:.*\\\n)*.*$", docs, re.M)]
+    assert len(commands) >= 3
+    for command in commands:
+        done = subprocess.run(["bash", "-c", command.replace("localhost:5000", f"127.0.0.1:{server.port}")],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, (command, done.stderr)
+        answer = json.loads(done.stdout)
+        assert "error" not in answer, (command, answer)
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.mark.skipif(not chromium() or not shutil.which("chromedriver"),
+                    reason="needs headless Chromium and chromedriver (Debian: apt-get install chromium chromium-driver)")
+def test_web_page_translates_in_a_real_browser(server, mt, tmp_path):
+    """Headless Chromium types a paragraph, clicks Translate and reads the translation from the page; the
+    character count shows the limit; an error from the server is shown in the page."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,700"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        browser.get(server.url + "/")
+        wait = WebDriverWait(browser, 30)
+        wait.until(lambda b: b.find_element(By.ID, "target").get_attribute("value") == "de")
+        text = f"{SENTENCES[6]} {SENTENCES[7]}"
+        browser.find_element(By.ID, "text").send_keys(text)
+        assert browser.find_element(By.ID, "count").text == f"{len(text)} / 20000"
+        browser.find_element(By.ID, "translate").click()
+        wait.until(lambda b: b.find_element(By.ID, "translation").text)
+        assert browser.find_element(By.ID, "translation").text == mt.translate_text(text)
+        screenshot = os.environ.get("SERVE_SCREENSHOT")  # docs/serving.png is made this way
+        browser.save_screenshot(screenshot or str(tmp_path / "page.png"))
+        browser.execute_script("document.getElementById('text').value += 'x'.repeat(20000);"
+                               "document.getElementById('text').dispatchEvent(new Event('input'));")
+        assert "over" in browser.find_element(By.ID, "count").get_attribute("class")
+        browser.find_element(By.ID, "translate").click()
+        assert "this server takes at most 20000" in browser.find_element(By.ID, "error").text
+        browser.execute_script("document.getElementById('source').add(new Option('French', 'fr'));"
+                               "document.getElementById('source').value = 'fr';")
+        browser.find_element(By.ID, "text").clear()
+        browser.find_element(By.ID, "text").send_keys("Bonjour.")
+        browser.find_element(By.ID, "translate").click()
+        wait.until(lambda b: b.find_element(By.ID, "error").text)
+        assert "fr is not supported" in browser.find_element(By.ID, "error").text
+    finally:
+        browser.quit()
