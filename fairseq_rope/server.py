@@ -393,9 +393,9 @@ class Server:
         return JSONResponse(answer)
 
     async def languages(self, request: Request):
-        sources = sorted({s for s, _ in self.models})
-        return JSONResponse([{"code": s, "name": NAMES.get(s, s),
-                              "targets": sorted(t for src, t in self.models if src == s)} for s in sources])
+        codes = sorted({code for pair in self.models for code in pair})  # a target only: no targets
+        return JSONResponse([{"code": c, "name": NAMES.get(c, c),
+                              "targets": sorted(t for src, t in self.models if src == c)} for c in codes])
 
     async def health(self, request: Request):
         return JSONResponse({"status": "ok", "models": [f"{s}-{t}" for s, t in self.models],

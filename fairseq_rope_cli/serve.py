@@ -116,8 +116,8 @@ def main(argv=None):
         raise InputError(PROG, f"--timeout must be > 0 seconds, got {args.timeout}")
     if not 0 < args.port < 65536:
         raise InputError(PROG, f"--port must be 1 to 65535, got {args.port}")
-    specs = check_models(args)
     keys = read_api_keys(args.api_keys) if args.api_keys else None
+    specs = check_models(args)
     try:
         import uvicorn
 

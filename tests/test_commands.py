@@ -29,7 +29,10 @@ COMMANDS = {  # command: module, words its --help must show
     "fairseq-rope-contrastive": ("contrastive", ["--json", "--text", "--context-text", "--context-lines", "--scores",
                                                  "--out-json", "ContraPro"]),
     "fairseq-rope-translate": ("translate", ["--model-dir", "--data-bin", "--input", "--output", "--keep-line-breaks",
-                                             "--backend", "sentencex"]),
+                                             "--backend", "sentencex", "Moses", "--sentences"]),
+    "fairseq-rope-serve": ("serve", ["--model", "MODEL_DIR", "DATA_BIN", "--host", "--port", "--char-limit",
+                                     "--batch-limit", "--timeout", "--queue-size", "--max-tokens", "--api-keys",
+                                     "--req-limit", "--no-web-page", "LibreTranslate"]),
 }
 
 
@@ -134,6 +137,14 @@ def bad_inputs(tmp):
         (["fairseq-rope-translate", "--model-dir", missing, "--data-bin", str(tmp)], ["--model-dir", missing]),
         (["fairseq-rope-translate", "--model-dir", str(tmp), "--data-bin", str(tmp), "--checkpoint-file", "x.pt"],
          [str(tmp / "x.pt"), "checkpoint not found"]),
+        (["fairseq-rope-serve", "--model", missing, str(tmp)], ["--model directory not found", missing]),
+        (["fairseq-rope-serve", "--model", str(tmp)], ["no model.bin", "--model MODEL_DIR DATA_BIN"]),
+        (["fairseq-rope-serve", "--model", str(tmp), str(tmp), "--checkpoint-file", "x.pt"],
+         [str(tmp / "x.pt"), "checkpoint not found"]),
+        (["fairseq-rope-serve", "--model", str(tmp), str(tmp), str(tmp)], ["MODEL_DIR and optionally DATA_BIN"]),
+        (["fairseq-rope-serve", "--model", str(tmp), str(tmp), "--port", "70000"], ["--port must be 1 to 65535"]),
+        (["fairseq-rope-serve", "--model", str(tmp), str(tmp), "--api-keys", str(text)],
+         [str(text), "line 1", "requests per minute"]),
     ]
 
 

@@ -147,7 +147,8 @@ def test_translate_answers_field_by_field_as_libretranslate_documents(server, mt
     status, answer, _ = server.translate(q=SENTENCES[:2], source="en", target="de", alternatives=1)
     assert status == 200 and [len(a) for a in answer["alternatives"]] == [1, 1]
 
-    assert server.call("GET", "/languages")[:2] == (200, [{"code": "en", "name": "English", "targets": ["de"]}])
+    assert server.call("GET", "/languages")[:2] == (200, [{"code": "de", "name": "German", "targets": []},
+                                                          {"code": "en", "name": "English", "targets": ["de"]}])
     status, health, _ = server.call("GET", "/health")
     assert status == 200 and health["status"] == "ok" and health["models"] == ["en-de"]
     status, settings, _ = server.call("GET", "/frontend/settings")
@@ -323,6 +324,8 @@ def test_web_page_translates_in_a_real_browser(server, mt, tmp_path):
         browser.get(server.url + "/")
         wait = WebDriverWait(browser, 30)
         wait.until(lambda b: b.find_element(By.ID, "target").get_attribute("value") == "de")
+        assert [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#source option")] == ["English"]
+        assert [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#target option")] == ["German"]
         text = f"{SENTENCES[6]} {SENTENCES[7]}"
         browser.find_element(By.ID, "text").send_keys(text)
         assert browser.find_element(By.ID, "count").text == f"{len(text)} / 20000"
