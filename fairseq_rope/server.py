@@ -68,19 +68,18 @@ class ServedModel:
         self.ctranslate2 = hasattr(translator, "translate_tokens")
         self.context = 0 if self.ctranslate2 else int(getattr(translator.preprocessing, "context", 0) or 0)
 
-    def length(self, sentence: str) -> int:
-        """Source subwords of ``sentence`` (what a batch's budget counts)."""
-        encoded = self.translator.encode(sentence)
-        return len(encoded) if self.ctranslate2 else int(encoded.numel())
+    def encode(self, sentence: str):
+        """The model's input for ``sentence``: its subwords (ids for fairseq, strings for CTranslate2)."""
+        return self.translator.encode(sentence)
 
-    def nbest(self, sentences: List[str], n: int) -> List[List[str]]:
-        """Each sentence's ``n`` best translations (fewer where the beam found fewer), best first: the
-        best is what ``translator.translate`` returns."""
+    def nbest(self, inputs: list, n: int) -> List[List[str]]:
+        """Each encoded sentence's ``n`` best translations (fewer where the beam found fewer), best first:
+        the best is what ``translator.translate`` returns for the sentence."""
         mt = self.translator
         if self.ctranslate2:
-            found = mt.translate_tokens([mt.encode(s) for s in sentences], self.beam, nbest=n)
+            found = mt.translate_tokens(inputs, self.beam, nbest=n)
             return [[mt.decode(tokens) for tokens, _ in hypotheses] for hypotheses in found]
-        found = mt.generate([mt.encode(s) for s in sentences], beam=self.beam, lenpen=mt.lenpen)
+        found = mt.generate(inputs, beam=self.beam, lenpen=mt.lenpen)
         return [[mt.decode(h["tokens"]) for h in hypotheses[:n]] for hypotheses in found]
 
     def document(self, sentences: List[str]) -> List[List[str]]:
@@ -91,8 +90,9 @@ class ServedModel:
 class Job:
     """One request's sentences for one model, and where their translations go."""
 
-    def __init__(self, sentences: List[str], lengths: List[int], n: int, loop, future):
-        self.sentences, self.lengths, self.n = sentences, lengths, n
+    def __init__(self, sentences: List[str], inputs: list, n: int, loop, future):
+        self.sentences, self.inputs, self.n = sentences, inputs, n
+        self.lengths = [len(x) for x in inputs]  # source subwords, what a batch's budget counts
         self.results: List[Optional[List[str]]] = [None] * len(sentences)
         self.left = len(sentences)
         self.loop, self.future = loop, future
@@ -115,6 +115,7 @@ class Batcher(threading.Thread):
         self.size = 0
         self.stopping = False
         self.batches = self.sentences = 0  # beam searches run, sentences translated
+        self.seconds = 0.0  # spent translating
 
     def submit(self, job: Job) -> bool:
         """Queues ``job``; False when its sentences do not fit in the queue."""
@@ -188,18 +189,20 @@ class Batcher(threading.Thread):
             batch = self.take()
             if batch is None:
                 return
+            started = time.perf_counter()
             try:
                 if self.model.context:
                     outputs = self.model.document([job.sentences[i] for job, i in batch])
                 else:
                     n = max(job.n for job, _ in batch)
-                    outputs = self.model.nbest([job.sentences[i] for job, i in batch], n)
+                    outputs = self.model.nbest([job.inputs[i] for job, i in batch], n)
             except Exception as error:  # the requests of this batch get a 500 with its message
                 for job in {job for job, _ in batch}:
                     job.finish(error)
                 continue
             self.batches += 1
             self.sentences += len(batch)
+            self.seconds += time.perf_counter() - started
             for (job, i), hypotheses in zip(batch, outputs):
                 job.results[i] = hypotheses[:job.n]
                 job.left -= 1
@@ -350,12 +353,15 @@ class Server:
         for piece in pieces:
             piece.layout, piece.sentences = split_text(piece.text, model.source)
         sentences = [s for piece in pieces for s in piece.sentences]
-        loop = asyncio.get_running_loop()
-        job = Job(sentences, [model.length(s) for s in sentences], alternatives + 1, loop, loop.create_future())
         batcher = self.batchers[(model.source, model.target)]
+        busy = Failure(503, f"the server is busy ({self.limits.queue_size} sentences are waiting at most); try "
+                            "again", {"Retry-After": "1"})
+        if batcher.size + len(sentences) > self.limits.queue_size:
+            raise busy  # (before the work of encoding them)
+        loop = asyncio.get_running_loop()
+        job = Job(sentences, [model.encode(s) for s in sentences], alternatives + 1, loop, loop.create_future())
         if not batcher.submit(job):
-            raise Failure(503, f"the server is busy ({self.limits.queue_size} sentences are waiting); try again",
-                          {"Retry-After": "1"})
+            raise busy
         try:
             results = await asyncio.wait_for(job.future, self.limits.timeout)
         except asyncio.TimeoutError:
@@ -399,7 +405,8 @@ class Server:
 
     async def health(self, request: Request):
         return JSONResponse({"status": "ok", "models": [f"{s}-{t}" for s, t in self.models],
-                             "translated": {f"{s}-{t}": {"sentences": b.sentences, "batches": b.batches}
+                             "translated": {f"{s}-{t}": {"sentences": b.sentences, "batches": b.batches,
+                                                           "seconds": round(b.seconds, 3)}
                                             for (s, t), b in self.batchers.items()}})
 
     async def settings(self, request: Request):

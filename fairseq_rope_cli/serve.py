@@ -37,8 +37,8 @@ def parse_args(argv=None):
     ap.add_argument("--beam", type=int, default=4, help="(default: %(default)s)")
     ap.add_argument("--lenpen", type=float, default=0.6, help="(default: %(default)s)")
     ap.add_argument("--device", help="cpu or cuda (default: cuda when torch sees a GPU, else cpu)")
-    ap.add_argument("--threads", type=int, default=0, help="CPU threads for translation (default: torch's or "
-                                                           "CTranslate2's own choice)")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads for translation (default: one fewer than "
+                                                           "the CPU's cores, leaving one to answer requests)")
     ap.add_argument("--char-limit", type=int, default=5000,
                     help="characters per request, all its texts together; 0: no limit (default: %(default)s)")
     ap.add_argument("--batch-limit", type=int, default=32, help="texts per request (default: %(default)s)")
@@ -131,10 +131,11 @@ def main(argv=None):
         device = check_device(args.device)
     except ValueError as error:
         raise InputError(PROG, f"--device: {error}") from None
-    if args.threads:
+    threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
+    if device == "cpu":  # (on a 2-core CPU, 1 thread translates 30% faster under load than 2: docs/serving.md)
         import torch
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)
 
     def load():
         models = []
@@ -142,7 +143,7 @@ def main(argv=None):
             try:
                 if data_bin is None:
                     mt = load_translator(model_dir, backend="ctranslate2", beam=args.beam, lenpen=args.lenpen,
-                                         device=device, threads=args.threads)
+                                         device=device, threads=threads if device == "cpu" else 0)
                 else:
                     mt = load_translator(model_dir, data_bin, checkpoint_file=checkpoint, beam=args.beam,
                                          lenpen=args.lenpen, device=device)
