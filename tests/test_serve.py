@@ -332,8 +332,7 @@ def test_web_page_translates_in_a_real_browser(server, mt, tmp_path):
         browser.find_element(By.ID, "translate").click()
         wait.until(lambda b: b.find_element(By.ID, "translation").text)
         assert browser.find_element(By.ID, "translation").text == mt.translate_text(text)
-        screenshot = os.environ.get("SERVE_SCREENSHOT")  # docs/serving.png is made this way
-        browser.save_screenshot(screenshot or str(tmp_path / "page.png"))
+        assert browser.save_screenshot(str(tmp_path / "page.png"))
         browser.execute_script("document.getElementById('text').value += 'x'.repeat(20000);"
                                "document.getElementById('text').dispatchEvent(new Event('input'));")
         assert "over" in browser.find_element(By.ID, "count").get_attribute("class")
@@ -348,3 +347,30 @@ def test_web_page_translates_in_a_real_browser(server, mt, tmp_path):
         assert "fr is not supported" in browser.find_element(By.ID, "error").text
     finally:
         browser.quit()
+
+
+def test_a_document_level_model_translates_a_request_as_one_document(model, tmp_path):
+    """A model trained with context (CONTEXT=1): a request's sentences are one document, each translated
+    with the one before it, as translate_text does in process; alternatives are refused by name."""
+    from fairseq_rope.hub import load_translator
+    from fairseq_rope_text.documents import SEPARATOR
+
+    data_bin = tmp_path / "data-bin"
+    data_bin.mkdir()
+    for lang in ("en", "de"):
+        (data_bin / f"dict.{lang}.txt").write_text("".join(f"{w} 1\n" for w in WORDS + [SEPARATOR]))
+    Preprocessing(source_lang="en", target_lang="de", pretokenizer="none", subword="none", context=1).write(
+        str(data_bin))
+    checkpoint = untrained_checkpoint(data_bin, tmp_path / "model" / "checkpoint_best.pt", "en", "de", seed=1)
+    mt = load_translator(checkpoint.parent, data_bin, device="cpu")
+    text = " ".join(SENTENCES[:4])
+    in_context = mt.translate_documents([SENTENCES[:4]])[0]
+    assert in_context != [mt.translate_documents([[s]])[0][0] for s in SENTENCES[:4]]  # the context matters
+    server = Server((checkpoint.parent, data_bin))
+    try:
+        status, answer, _ = server.translate(q=text, source="en", target="de")
+        assert status == 200 and answer["translatedText"] == mt.translate_text(text) == " ".join(in_context)
+        status, answer, _ = server.translate(q=text, source="en", target="de", alternatives=1)
+        assert status == 400 and "not offered by a document-level model" in answer["error"]
+    finally:
+        assert server.stop()
