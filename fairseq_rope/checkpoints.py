@@ -114,11 +114,23 @@ def trained_languages(checkpoint, data_bin):
     return inferred
 
 
+def load_dictionary(path: str):
+    """fairseq's Dictionary of ``path``; a file that is not one (not UTF-8, a line without its count): a
+    ValueError naming the file and what a dictionary holds."""
+    from fairseq.data import Dictionary
+
+    try:
+        return Dictionary.load(path)
+    except FileNotFoundError:
+        raise
+    except Exception as error:  # fairseq raises Exception and RuntimeError with its own words
+        reason = " ".join(str(error).split())
+        raise ValueError(f"{path}: not a fairseq dictionary (UTF-8, a symbol and its count a line): {reason}") from None
+
+
 def check_fits(checkpoint, data_bin, source_lang=None, target_lang=None):
     """Loads ``checkpoint`` (weights only) and checks that its embeddings have the sizes of the
     dictionaries in ``data_bin``; raises a CheckpointError naming both otherwise. Returns the state."""
-    from fairseq.data import Dictionary
-
     state = load_checkpoint(checkpoint)
     if "model" not in state:
         raise CheckpointError(f"{checkpoint} has no 'model' entry: not a fairseq checkpoint")
@@ -130,7 +142,7 @@ def check_fits(checkpoint, data_bin, source_lang=None, target_lang=None):
         path = os.path.join(data_bin, f"dict.{lang}.txt")
         if weight is None or not os.path.isfile(path):
             continue
-        size = len(Dictionary.load(path))
+        size = len(load_dictionary(path))
         if weight.shape[0] != size:
             raise CheckpointError(
                 f"{checkpoint} does not fit the dictionary {path}: its {side} has {weight.shape[0]} embeddings, "

@@ -369,11 +369,18 @@ class CTranslate2Translator:
         meta_path = os.path.join(model_dir, METADATA)
         if not os.path.isfile(meta_path):
             raise FileNotFoundError(f"{meta_path} not found: {model_dir} is not a model written by fairseq-rope-ct2")
-        with open(meta_path, encoding="utf-8") as f:
-            self.metadata = json.load(f)
+        try:
+            with open(meta_path, encoding="utf-8") as f:
+                self.metadata = json.load(f)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{meta_path}: not the JSON fairseq-rope-ct2 writes: {error}") from None
         self.model_dir = model_dir
-        self.translator = ctranslate2.Translator(str(model_dir), device=device, compute_type=compute_type,
-                                                 intra_threads=threads)
+        try:
+            self.translator = ctranslate2.Translator(str(model_dir), device=device, compute_type=compute_type,
+                                                     intra_threads=threads)
+        except RuntimeError as error:  # (a damaged or truncated model.bin, a spec it does not know)
+            raise ValueError(f"{os.path.join(str(model_dir), 'model.bin')}: CTranslate2 cannot load it: "
+                             f"{' '.join(str(error).split())}") from None
         self.compute_type = self.translator.compute_type
         self.beam, self.lenpen, self.max_len_a, self.max_len_b = beam, lenpen, max_len_a, max_len_b
         self.max_batch_size = max_batch_size

@@ -27,6 +27,8 @@ Only the standard library at import time; sacremoses, subword-nmt and sentencepi
 when first used.
 """
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -76,17 +78,31 @@ def _bpe(codes: str, separator: str, vocabulary: Optional[str], threshold: Optio
 
     vocab = None
     if vocabulary:
-        with open(vocabulary, encoding="utf-8") as f:
-            vocab = read_vocabulary(f, threshold)
-    with open(codes, encoding="utf-8") as f:
-        return BPE(f, -1, separator, vocab, None)
+        try:
+            with open(vocabulary, encoding="utf-8") as f:
+                vocab = read_vocabulary(f, threshold)
+        except (UnicodeDecodeError, ValueError, IndexError) as error:
+            raise PreprocessingError(f"{vocabulary}: not a subword-nmt vocabulary (UTF-8, a subword and its count "
+                                     f"a line): {error}") from None
+    try:
+        with open(codes, encoding="utf-8") as f:
+            # (subword-nmt prints a bad line to stderr and exits: kept to one line here)
+            with contextlib.redirect_stderr(io.StringIO()):
+                return BPE(f, -1, separator, vocab, None)
+    except (UnicodeDecodeError, ValueError, IndexError, SystemExit) as error:
+        why = "a line that is not two subwords" if isinstance(error, SystemExit) else error
+        raise PreprocessingError(f"{codes}: not subword-nmt codes (UTF-8, '#version: 0.2', then two subwords a "
+                                 f"line): {why}") from None
 
 
 @lru_cache(maxsize=None)
 def _sentencepiece(model: str):
     import sentencepiece
 
-    return sentencepiece.SentencePieceProcessor(model_file=model)
+    try:
+        return sentencepiece.SentencePieceProcessor(model_file=model)
+    except (OSError, RuntimeError) as error:
+        raise PreprocessingError(f"{model}: not a sentencepiece model: {str(error).strip()}") from None
 
 
 # --- the record ----------------------------------------------------------------------------------

@@ -424,3 +424,57 @@ def test_a_checkpoint_in_torchs_legacy_format_still_loads(model, tmp_path):
     mt = load_translator(str(legacy.parent), str(data_bin), checkpoint_file=legacy.name, device="cpu")
     reference = load_translator(str(checkpoint.parent), str(data_bin), checkpoint_file=checkpoint.name, device="cpu")
     assert mt.translate_text("w1 w2 w3.") == reference.translate_text("w1 w2 w3.")
+
+
+@pytest.mark.parametrize("name, content, says", [
+    ("dict.src.txt", b"\x00\xff\xfe w1 1\n", "not a fairseq dictionary (UTF-8, a symbol and its count a line)"),
+    ("dict.src.txt", b"w1\nw2\n", "not a fairseq dictionary (UTF-8, a symbol and its count a line)"),
+    ("dict.tgt.txt", b"w1 one\n", "not a fairseq dictionary (UTF-8, a symbol and its count a line)"),
+    ("codes", b"#version: 0.2\n\xff\xfe\n", "not subword-nmt codes"),
+    ("codes", b"#version: 0.2\nw 1 2\n", "not subword-nmt codes"),
+    ("vocab.src", b"\xff w1 100\n", "not a subword-nmt vocabulary"),
+])
+def test_a_damaged_file_of_the_data_bin_is_one_line_naming_it(model, tmp_path, name, content, says):
+    """A dictionary that is not UTF-8 or lacks its counts, codes or a vocabulary that is not what
+    subword-nmt writes: fairseq-rope-translate names the file in one line, status 1."""
+    base, data_bin, checkpoint = model
+    copy = tmp_path / "data-bin"
+    shutil.copytree(data_bin, copy)
+    (copy / name).write_bytes(content)
+    out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", copy, "--input", base / "text.txt",
+                   "--device", "cpu")
+    assert f"{copy / name}: {says}" in one_error_line(out)
+
+
+def test_a_damaged_sentencepiece_model_is_one_line_naming_it(model, tmp_path):
+    base, data_bin, checkpoint = model
+    copy = tmp_path / "data-bin"
+    copy.mkdir()
+    for name in ("dict.src.txt", "dict.tgt.txt"):
+        shutil.copy(data_bin / name, copy / name)
+    (tmp_path / "spm.model").write_bytes(b"\x0a\x05not a model" * 10)
+    Preprocessing(source_lang="src", target_lang="tgt", pretokenizer="none", subword="sentencepiece",
+                  sentencepiece_model=str(tmp_path / "spm.model")).write(str(copy))
+    out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", copy, "--input", base / "text.txt",
+                   "--device", "cpu")
+    assert f"{copy / 'spm.model'}: not a sentencepiece model" in one_error_line(out)
+
+
+@pytest.mark.parametrize("name, damage, says", [
+    ("model.bin", lambda data: data[:len(data) // 2], "CTranslate2 cannot load it"),
+    ("model.bin", lambda data: b"", "CTranslate2 cannot load it"),
+    ("fairseq_rope_ct2.json", lambda data: b"{", "not the JSON fairseq-rope-ct2 writes"),
+])
+def test_a_damaged_ctranslate2_export_is_one_line_naming_the_file(model, tmp_path, name, damage, says):
+    pytest.importorskip("ctranslate2")
+    from fairseq_rope.ct2 import METADATA, export
+
+    base, data_bin, checkpoint = model
+    out_dir = tmp_path / "ct2"
+    export(str(checkpoint), str(data_bin), str(out_dir))
+    assert name in ("model.bin", METADATA)
+    path = out_dir / name
+    path.write_bytes(damage(path.read_bytes()))
+    out = run_main(translate.main, "--model-dir", out_dir, "--backend", "ctranslate2", "--input", base / "text.txt",
+                   "--device", "cpu")
+    assert f"{path}: {says}" in one_error_line(out)
