@@ -26,7 +26,7 @@ import json
 import os
 import sys
 
-from .common import InputError, argument_parser, atomic_output, parse_named, read_lines, save_figure, write_json
+from .common import InputError, argument_parser, atomic_output, check_output_file, parse_named, read_lines, save_figure, write_json
 
 PROG = "fairseq-rope-compare"
 
@@ -382,6 +382,8 @@ def main(argv=None):
         ap.error("give at least one run: --hyp NAME=FILE or --result FILE.json")
     if args.bootstrap_samples < 1:
         raise InputError(PROG, f"--bootstrap-samples must be >= 1, got {args.bootstrap_samples}")
+    for flag in ("--out-md", "--out-png", "--out-json"):
+        check_output_file(PROG, flag, getattr(args, flag[2:].replace("-", "_"), None))
     if args.best_above is not None and args.best_above < 0:
         raise InputError(PROG, f"--best-above must be >= 0 (source words), got {args.best_above}")
     edges = parse_buckets(args.buckets)

@@ -71,7 +71,7 @@ from fairseq_rope_text import preprocessing
 from fairseq_rope_text.documents import SEPARATOR, DocumentError, document_spans, in_context
 from fairseq_rope_text.preprocessing import PreprocessingError, moses_detokenize, moses_tokenize
 
-from .common import InputError, argument_parser, atomic_output, count_lines, decode_lines, documents_argument, write_lines
+from .common import InputError, argument_parser, atomic_output, check_output_file, count_lines, decode_lines, documents_argument, write_lines
 
 PROG = "fairseq-rope-prep"
 
@@ -270,14 +270,8 @@ def run_sgm(args):
     print(f"[{PROG} sgm] {args.input} -> {args.output}: {len(texts)} segments", file=sys.stderr)
 
 
-def run_spm_train(args):
-    import sentencepiece as spm
-
-    for path in args.inputs:
-        need_file(path, "--inputs")
-    if args.vocab_size < 8:
-        raise InputError(PROG, f"--vocab-size must be >= 8, got {args.vocab_size}")
-    tmp_prefix = args.model_prefix + ".tmp"
+def train_sentencepiece(spm, args, tmp_prefix):
+    """sentencepiece's trainer with the recipe's settings, writing ``tmp_prefix``.model/.vocab."""
     spm.SentencePieceTrainer.train(
         input=",".join(args.inputs),
         model_prefix=tmp_prefix,
@@ -295,6 +289,22 @@ def run_spm_train(args):
         hard_vocab_limit=not args.soft_vocab_limit,
         minloglevel=1,
     )
+
+
+def run_spm_train(args):
+    import sentencepiece as spm
+
+    for path in args.inputs:
+        need_file(path, "--inputs")
+    if args.vocab_size < 8:
+        raise InputError(PROG, f"--vocab-size must be >= 8, got {args.vocab_size}")
+    tmp_prefix = args.model_prefix + ".tmp"
+    try:
+        train_sentencepiece(spm, args, tmp_prefix)
+    except RuntimeError as error:  # sentencepiece's own check, e.g. a vocabulary too large for the text
+        message = " ".join(str(error).split()).split("] ", 1)[-1]
+        raise InputError(PROG, f"spm-train: sentencepiece: {message}"
+                         f"{' (or --soft-vocab-limit)' if 'Vocabulary size' in message else ''}") from None
     for ext in ("model", "vocab"):
         os.replace(f"{tmp_prefix}.{ext}", f"{args.model_prefix}.{ext}")
     print(f"[{PROG} spm-train] {args.model_type} model, vocab {args.vocab_size}: {args.model_prefix}.model",
@@ -476,6 +486,13 @@ def main(argv=None):
                    help="also write every pair that had context on its own")
     p.set_defaults(run=run_context)
     args = ap.parse_args(argv)
+    for name in ("output", "out_src", "out_tgt", "out_docids"):  # checked before the work starts
+        flag = "OUT.txt" if args.cmd == "sgm" and name == "output" else "--" + name.replace("_", "-")
+        check_output_file(PROG, flag, getattr(args, name, None))
+    if args.cmd == "sgm":
+        check_output_file(PROG, "--docids", args.docids)
+    if args.cmd == "spm-train":
+        check_output_file(PROG, "--model-prefix", args.model_prefix + ".model")
     args.run(args)
 
 

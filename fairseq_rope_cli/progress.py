@@ -139,6 +139,8 @@ class Progress:
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if os.path.isdir(args.log):
+        raise InputError(PROG, f"--log {args.log} is a directory; give a file name (its folder is made if missing)")
     os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
     try:
         process = subprocess.Popen(args.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
