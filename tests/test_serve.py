@@ -69,7 +69,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
-            [os.path.join(BIN, "fairseq-rope-serve"), "--model", str(model[0]), str(model[1]), "--port",
+            [os.path.join(BIN, "fairseq-rope-serve"), "--model", *map(str, model), "--port",
              str(self.port), "--device", "cpu", "--threads", "1", *map(str, flags)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
@@ -374,3 +374,41 @@ def test_a_document_level_model_translates_a_request_as_one_document(model, tmp_
         assert status == 400 and "not offered by a document-level model" in answer["error"]
     finally:
         assert server.stop()
+
+
+def test_several_models_and_a_ctranslate2_export_are_served_side_by_side(model, tmp_path):
+    """--model twice: an English-German CTranslate2 export and a German-English fairseq model; /languages
+    lists both directions, each request goes to its pair's model and gets what that model's in-process
+    translator gives (alternatives from CTranslate2's beam too); two models of one pair are refused."""
+    pytest.importorskip("ctranslate2")
+    from fairseq_rope.ct2 import export
+    from fairseq_rope.hub import load_translator
+
+    model_dir, data_bin = model
+    ct2_dir = tmp_path / "ct2"
+    export(str(model_dir / "checkpoint_best.pt"), str(data_bin), str(ct2_dir))
+    reverse_bin = tmp_path / "de-en"
+    reverse_bin.mkdir()
+    for lang in ("en", "de"):
+        shutil.copy(data_bin / f"dict.{lang}.txt", reverse_bin)
+    Preprocessing(source_lang="de", target_lang="en", pretokenizer="none", subword="none").write(str(reverse_bin))
+    reverse = untrained_checkpoint(reverse_bin, tmp_path / "de-en-model" / "checkpoint_best.pt", "de", "en", seed=2)
+    ct2 = load_translator(str(ct2_dir), backend="ctranslate2", device="cpu")
+    mt_reverse = load_translator(reverse.parent, reverse_bin, device="cpu")
+    server = Server((ct2_dir,), "--model", reverse.parent, reverse_bin)
+    try:
+        assert server.call("GET", "/languages")[1] == [{"code": "de", "name": "German", "targets": ["en"]},
+                                                       {"code": "en", "name": "English", "targets": ["de"]}]
+        text = f"{SENTENCES[0]} {SENTENCES[1]}"
+        status, answer, _ = server.translate(q=text, source="en", target="de", alternatives=1)
+        hypotheses = ct2.translate_tokens([ct2.encode(s) for s in SENTENCES[:2]], nbest=2)
+        assert status == 200 and answer["translatedText"] == ct2.translate_text(text) == \
+            " ".join(ct2.decode(h[0][0]) for h in hypotheses)
+        assert answer["alternatives"] == [" ".join(ct2.decode(h[1][0]) for h in hypotheses)]
+        status, answer, _ = server.translate(q=text, source="de", target="en")
+        assert status == 200 and answer["translatedText"] == mt_reverse.translate_text(text)
+    finally:
+        assert server.stop()
+    twice = subprocess.run([os.path.join(BIN, "fairseq-rope-serve"), "--model", str(ct2_dir), "--model", str(ct2_dir),
+                            "--port", str(free_port())], capture_output=True, text=True, timeout=120)
+    assert twice.returncode == 1 and "two models translate en-de; give one per pair" in twice.stderr
