@@ -411,6 +411,39 @@ def test_a_command_killed_while_writing_leaves_the_old_file_or_the_whole_new_one
         assert output.read_bytes() in (old, complete), f"killed after {at:.2f} s of {seconds:.2f} s"
 
 
+def test_every_file_the_commands_write_goes_through_atomic_output():
+    """Outside fairseq_rope_cli/common.py (atomic_output, write_lines, write_json), no code of the packages
+    opens a file for writing, except the two listed with their reason: what the kill test above shows for
+    translate and averaging then holds for every command that writes (prep's steps, score, compare, ...)."""
+    import ast
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    allowed = {
+        # logs written line by line as the command runs (a kill leaves the lines so far: what a log is)
+        ("fairseq_rope_cli/progress.py", "open(args.log, 'a', encoding='utf-8')"),
+        ("fairseq_rope_cli/progress.py", "open(out_path, 'w', encoding='utf-8')"),
+        ("fairseq_rope_cli/progress.py", "open(os.devnull, 'w')"),
+        # into the export's staging directory, renamed into place when complete
+        ("fairseq_rope/ct2.py", "open(os.path.join(staging, METADATA), 'w', encoding='utf-8')"),
+        # written to .tmp, then os.replace (the record's own atomic write, in the standard-library-only package)
+        ("fairseq_rope_text/preprocessing.py", "open(out + '.tmp', 'w', encoding='utf-8')"),
+    }
+    found = set()
+    for top in ("fairseq_rope", "fairseq_rope_cli", "fairseq_rope_text"):
+        for name in sorted(os.listdir(os.path.join(repo, top))):
+            path = f"{top}/{name}"
+            if not name.endswith(".py") or path == "fairseq_rope_cli/common.py":
+                continue
+            for node in ast.walk(ast.parse(open(os.path.join(repo, path), encoding="utf-8").read())):
+                if isinstance(node, ast.Call) and ast.unparse(node.func) in ("open", "io.open", "os.open"):
+                    modes = [a for a in node.args[1:2]] + [k.value for k in node.keywords if k.arg == "mode"]
+                    if any(isinstance(m, ast.Constant) and set(str(m.value)) & set("wax+") for m in modes):
+                        found.add((path, ast.unparse(node)))
+                if isinstance(node, ast.Call) and ast.unparse(node.func).endswith((".write_text", ".write_bytes")):
+                    found.add((path, ast.unparse(node)))
+    assert found == allowed, found ^ allowed
+
+
 def test_a_checkpoint_in_torchs_legacy_format_still_loads(model, tmp_path):
     """load_translator reads each checkpoint weights-only first, with its tensors mapped; a checkpoint in
     torch's legacy (pre-zip) format cannot be mapped and is read whole instead, and translates."""
