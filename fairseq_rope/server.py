@@ -119,14 +119,15 @@ class Batcher(threading.Thread):
 
     def submit(self, job: Job) -> bool:
         """Queues ``job``; False when its sentences do not fit in the queue."""
+        if not job.sentences:  # (a text of blank lines only)
+            job.finish()
+            return True
         with self.cond:
             if self.size + len(job.sentences) > self.limits.queue_size:
                 return False
             self.waiting[job] = collections.deque(range(len(job.sentences)))
             self.size += len(job.sentences)
             self.cond.notify()
-        if not job.sentences:
-            job.finish()
         return True
 
     def cancel(self, job: Job):

@@ -144,6 +144,8 @@ def test_translate_answers_field_by_field_as_libretranslate_documents(server, mt
     hypotheses = mt.generate([mt.encode(SENTENCES[0])], beam=4, lenpen=0.6)[0]
     assert status == 200 and answer["translatedText"] == mt.decode(hypotheses[0]["tokens"])
     assert answer["alternatives"] == [mt.decode(h["tokens"]) for h in hypotheses[1:3]]
+    status, answer, _ = server.translate(q=["\n\n", SENTENCES[0]], source="en", target="de")  # blank lines only
+    assert status == 200 and answer == {"translatedText": ["\n\n", mt.translate_text(SENTENCES[0])]}
     status, answer, _ = server.translate(q=SENTENCES[:2], source="en", target="de", alternatives=1)
     assert status == 200 and [len(a) for a in answer["alternatives"]] == [1, 1]
 
