@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -219,29 +219,48 @@ class Failure(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
-TAG = re.compile(r"""<!--.*?-->|<!\[CDATA\[.*?\]\]>|<(?:"[^"]*"|'[^']*'|[^'">])*>""", re.S)
+# a tag: "<" then a letter, "/", "!" or "?" (a "<" in text, "a < b", is text); comments and CDATA whole
+TAG = re.compile(r"""<!--.*?-->|<!\[CDATA\[.*?\]\]>|<[a-zA-Z/!?](?:"[^"]*"|'[^']*'|[^'">])*>""", re.S)
 RAW_TEXT = re.compile(r"<(script|style|code|pre|textarea)\b", re.I)
 
 
 def html_parts(document: str) -> List[tuple]:
     """An HTML text as [(is_text, part)]: tags, comments and the content of script, style, code, pre and
-    textarea as they are (is_text False), the text between tags unescaped (is_text True)."""
-    parts, at, raw_until = [], 0, None
-    for match in TAG.finditer(document):
-        between = document[at:match.start()]
-        if between:
-            parts.append((raw_until is None, html.unescape(between) if raw_until is None else between))
-        tag = match.group(0)
+    textarea (up to its closing tag) as they are (is_text False), the text between tags unescaped (is_text
+    True)."""
+    parts, at = [], 0
+    while at < len(document):
+        match = TAG.search(document, at)
+        end = match.start() if match else len(document)
+        if end > at:
+            parts.append((True, html.unescape(document[at:end])))
+        if not match:
+            break
+        tag, at = match.group(0), match.end()
         parts.append((False, tag))
-        opening = RAW_TEXT.match(tag)
-        if raw_until is None and opening and not tag.endswith("/>"):
-            raw_until = opening.group(1).lower()
-        elif raw_until is not None and re.match(rf"</{raw_until}\s*>", tag, re.I):
-            raw_until = None
-        at = match.end()
-    if at < len(document):
-        parts.append((raw_until is None, html.unescape(document[at:]) if raw_until is None else document[at:]))
+        raw = RAW_TEXT.match(tag)
+        if raw and not tag.endswith("/>"):  # everything up to its closing tag is kept as it is
+            close = re.compile(rf"</{raw.group(1)}\s*>", re.I).search(document, at)
+            end = close.start() if close else len(document)
+            if end > at:
+                parts.append((False, document[at:end]))
+            at = end
     return parts
+
+
+def html_join(parts: List[tuple], translations: Iterator[str]) -> str:
+    """The HTML of ``html_parts``' parts with each text part that is not blank replaced by the next of
+    ``translations`` (the spaces around it kept), every text escaped, every other part as it was."""
+    out = []
+    for is_text, part in parts:
+        if not is_text:
+            out.append(part)
+        elif not part.strip():
+            out.append(html.escape(part, quote=False))
+        else:
+            lead, trail = part[:len(part) - len(part.lstrip())], part[len(part.rstrip()):]
+            out.append(lead + html.escape(next(translations).strip(), quote=False) + trail)
+    return "".join(out)
 
 
 @dataclass
@@ -374,23 +393,15 @@ class Server:
 
         def text_of(k: int) -> List[str]:
             """Every text with each sentence's k-th translation (the best where there are fewer)."""
-            at, out, it = 0, [], iter(pieces)
-            for parts in documents:
-                whole = []
-                for is_text, part in parts:
-                    if not (is_text and part.strip()):
-                        whole.append(html.escape(part, quote=False) if fmt == "html" and is_text else part)
-                        continue
-                    piece = next(it)
-                    chosen = [r[min(k, len(r) - 1)] for r in results[at:at + len(piece.sentences)]]
-                    at += len(piece.sentences)
-                    done = join_text(piece.layout, chosen, line_ending(piece.text))
-                    if fmt == "html":  # the spaces around a text between tags kept
-                        lead, trail = part[:len(part) - len(part.lstrip())], part[len(part.rstrip()):]
-                        done = lead + html.escape(done.strip(), quote=False) + trail
-                    whole.append(done)
-                out.append("".join(whole))
-            return out
+            at, translated = 0, []
+            for piece in pieces:
+                chosen = [r[min(k, len(r) - 1)] for r in results[at:at + len(piece.sentences)]]
+                at += len(piece.sentences)
+                translated.append(join_text(piece.layout, chosen, line_ending(piece.text)))
+            it = iter(translated)
+            if fmt == "html":
+                return [html_join(parts, it) for parts in documents]
+            return [next(it) if text.strip() else text for text in texts]
 
         answer = {"translatedText": text_of(0) if batch else text_of(0)[0]}
         if alternatives:

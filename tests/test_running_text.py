@@ -7,7 +7,7 @@ import pytest
 from conftest import run_main
 
 from fairseq_rope_cli import translate
-from fairseq_rope_text.running_text import join_text, sentences_of, split_text
+from fairseq_rope_text.running_text import join_text, line_ending, sentences_of, split_text
 
 
 @pytest.mark.parametrize("lang, paragraph, sentences", [
@@ -102,6 +102,15 @@ def test_layout_kept_blank_lines_indentation_and_paragraphs():
         join_text(layout, sentences[:5])
     with pytest.raises(ValueError, match="7 translations for a text of 6 sentences"):  # none dropped either
         join_text(layout, sentences + ["extra"])
+
+
+def test_crlf_text_comes_back_with_crlf_and_mixed_endings_as_lf():
+    text = "One. Two.\r\n\r\n  Three.\r\n"
+    layout, sentences = split_text(text, "en")
+    assert sentences == ["One.", "Two.", "Three."]
+    assert line_ending(text) == "\r\n" and line_ending("a\r\nb\n") == "\n" and line_ending("a") == "\n"
+    assert join_text(layout, sentences, line_ending(text)) == text
+    assert join_text(layout, [s.upper() for s in sentences], "\r\n") == "ONE. TWO.\r\n\r\n  THREE.\r\n"
 
 
 def test_keep_line_breaks_translates_every_line_on_its_own():

@@ -3,6 +3,7 @@ batching that does not change a translation; limits with clean answers; real cli
 curl, a browser)."""
 
 import concurrent.futures
+import html
 import json
 import os
 import re
@@ -144,6 +145,10 @@ def test_translate_answers_field_by_field_as_libretranslate_documents(server, mt
     hypotheses = mt.generate([mt.encode(SENTENCES[0])], beam=4, lenpen=0.6)[0]
     assert status == 200 and answer["translatedText"] == mt.decode(hypotheses[0]["tokens"])
     assert answer["alternatives"] == [mt.decode(h["tokens"]) for h in hypotheses[1:3]]
+    crlf = f"{SENTENCES[0]} {SENTENCES[1]}\r\n\r\n  {SENTENCES[2]}\r\n"  # CRLF in, CRLF out
+    status, answer, _ = server.translate(q=crlf, source="en", target="de")
+    assert status == 200 and answer == {"translatedText": mt.translate_text(crlf)}
+    assert answer["translatedText"].count("\n") == answer["translatedText"].count("\r\n") == 3
     status, answer, _ = server.translate(q=["\n\n", SENTENCES[0]], source="en", target="de")  # blank lines only
     assert status == 200 and answer == {"translatedText": ["\n\n", mt.translate_text(SENTENCES[0])]}
     status, answer, _ = server.translate(q=SENTENCES[:2], source="en", target="de", alternatives=1)
@@ -201,6 +206,25 @@ def test_html_keeps_its_tags_and_translates_the_text_between_them(server, mt):
     assert texts[4] == mt.translate_text(SENTENCES[2])
     assert texts[7] == " " + mt.translate_text("& world").replace("&", "&amp;")
     assert f'var s = "{SENTENCES[3]}";' in answer["translatedText"] and SENTENCES[4] in answer["translatedText"]
+    # a "<" inside a script, or in text, is not a tag: the rest of the page is translated
+    page = f'<script>if (a < b) x = "<i>";</script><p>{SENTENCES[5]}</p> 3 < 4'
+    status, answer, _ = server.translate(q=page, source="en", target="de", format="html")
+    assert status == 200 and answer["translatedText"] == (
+        f'<script>if (a < b) x = "<i>";</script><p>{html.escape(mt.translate_text(SENTENCES[5]), quote=False)}</p> '
+        f'{html.escape(mt.translate_text("3 < 4"), quote=False)}')
+
+
+def test_html_parts_and_html_join_keep_tags_raw_text_and_escape_the_text():
+    """The HTML side on its own, with given translations: entities unescaped for the model and escaped
+    again in the answer; script content with "<" and ">" kept; comments kept; spaces around a text kept."""
+    from fairseq_rope.server import html_join, html_parts
+
+    page = '<p class="a">a &lt; b &amp; c</p> <script>if (a < b && c > d) x = "<t>";</script><!-- a -->\n<i> x </i>'
+    parts = html_parts(page)
+    assert [part for is_text, part in parts if is_text and part.strip()] == ["a < b & c", " x "]
+    assert "".join(part if not is_text else html.escape(part, quote=False) for is_text, part in parts) == page
+    assert html_join(parts, iter(["A < B & C", "X"])) == \
+        '<p class="a">A &lt; B &amp; C</p> <script>if (a < b && c > d) x = "<t>";</script><!-- a -->\n<i> X </i>'
 
 
 def test_concurrent_requests_share_beam_searches_and_each_sentence_translates_as_alone(server, mt):
@@ -258,6 +282,20 @@ def test_limits_answer_at_once_keys_rates_queue_and_timeout(model, tmp_path):
         assert status == 503 and "took longer than the limit (0.3 s)" in answer["error"]
         time.sleep(0.5)
         assert server.translate(q=SENTENCES[0], source="en", target="de", api_key="free")[0] == 200
+    finally:
+        assert server.stop()
+
+
+def test_a_request_that_times_out_while_its_sentences_wait_leaves_the_batcher_running(model):
+    """The request's sentences leave the queue while the batcher waits for more; it goes on with the next."""
+    server = Server(model, "--batch-wait-ms", 2500, "--timeout", 1, "--queue-size", 2)
+    try:
+        status, answer, _ = server.translate(q=SENTENCES[0], source="en", target="de")
+        assert status == 503 and "took longer than the limit (1 s)" in answer["error"]
+        time.sleep(2)  # past the batch wait: the batcher found the queue empty
+        status, answer, _ = server.translate(q=" ".join(SENTENCES[:2]), source="en", target="de")  # a full queue
+        assert status == 200, answer
+        assert server.call("GET", "/health")[1]["translated"]["en-de"]["sentences"] == 2
     finally:
         assert server.stop()
 
@@ -397,7 +435,7 @@ def test_several_models_and_a_ctranslate2_export_are_served_side_by_side(model, 
     reverse = untrained_checkpoint(reverse_bin, tmp_path / "de-en-model" / "checkpoint_best.pt", "de", "en", seed=2)
     ct2 = load_translator(str(ct2_dir), backend="ctranslate2", device="cpu")
     mt_reverse = load_translator(reverse.parent, reverse_bin, device="cpu")
-    server = Server((ct2_dir,), "--model", reverse.parent, reverse_bin)
+    server = Server((ct2_dir,), "--model", reverse.parent, reverse_bin, "--req-limit", 2)
     try:
         assert server.call("GET", "/languages")[1] == [{"code": "de", "name": "German", "targets": ["en"]},
                                                        {"code": "en", "name": "English", "targets": ["de"]}]
@@ -409,6 +447,8 @@ def test_several_models_and_a_ctranslate2_export_are_served_side_by_side(model, 
         assert answer["alternatives"] == [" ".join(ct2.decode(h[1][0]) for h in hypotheses)]
         status, answer, _ = server.translate(q=text, source="de", target="en")
         assert status == 200 and answer["translatedText"] == mt_reverse.translate_text(text)
+        status, answer, headers = server.translate(q=text, source="de", target="en")  # --req-limit 2 a minute
+        assert status == 429 and "2 requests per minute for this client" in answer["error"] and headers["Retry-After"]
     finally:
         assert server.stop()
     twice = subprocess.run([os.path.join(BIN, "fairseq-rope-serve"), "--model", str(ct2_dir), "--model", str(ct2_dir),
