@@ -156,6 +156,9 @@ def check_device(device: Optional[str]) -> str:
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     if kind == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r}: torch {torch.__version__} sees no CUDA GPU here; use device 'cpu'")
+    index = torch.device(device).index
+    if kind == "cuda" and index is not None and index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r}: torch sees {torch.cuda.device_count()} CUDA GPU(s), numbered from 0")
     return device
 
 

@@ -310,14 +310,18 @@ class Server:
         keys = self.limits.api_keys
         if keys is not None:
             key = params.get("api_key") or ""
-            if key not in keys:
+            if not isinstance(key, str) or key not in keys:
                 raise Failure(403, "Invalid API key" if key else "Please contact the server operator to get an "
                                    "API key: this server needs one (api_key)")
             who, rate = f"key {key}", keys[key]
         else:
             who, rate = f"client {request.client.host if request.client else '?'}", self.limits.req_limit
         if rate:
-            now, stamps = time.monotonic(), self.rates[who]
+            now = time.monotonic()
+            if len(self.rates) > 10000:  # clients not seen for a minute are forgotten
+                for gone in [w for w, s in self.rates.items() if not s or s[-1] <= now - 60]:
+                    del self.rates[gone]
+            stamps = self.rates[who]
             while stamps and stamps[0] <= now - 60:
                 stamps.popleft()
             if len(stamps) >= rate:
@@ -345,6 +349,9 @@ class Server:
         for name in ("q", "source", "target"):
             if params.get(name) in (None, ""):
                 raise Failure(400, f"Invalid request: missing {name} parameter")
+        for name in ("source", "target", "format"):
+            if not isinstance(params.get(name, ""), str):
+                raise Failure(400, f"Invalid request: {name} must be a string, got {params[name]!r}")
         q, fmt = params["q"], params.get("format", "text")
         if fmt not in ("text", "html"):
             raise Failure(400, f"Invalid request: format {fmt!r} is not one of: text, html")
@@ -376,6 +383,9 @@ class Server:
         batcher = self.batchers[(model.source, model.target)]
         busy = Failure(503, f"the server is busy ({self.limits.queue_size} sentences are waiting at most); try "
                             "again", {"Retry-After": "1"})
+        if len(sentences) > self.limits.queue_size:
+            raise Failure(400, f"Invalid request: {len(sentences)} sentences, more than the queue holds "
+                               f"({self.limits.queue_size}); send the text in parts")
         if batcher.size + len(sentences) > self.limits.queue_size:
             raise busy  # (before the work of encoding them)
         loop = asyncio.get_running_loop()

@@ -70,7 +70,7 @@ def read_text(path):
         raise InputError(PROG, f"{name} is UTF-16 (it starts with a UTF-16 byte-order mark); convert it to UTF-8, "
                                "e.g. with iconv -f utf-16 -t utf-8")
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # (a UTF-8 byte-order mark, as some editors write, is not text)
     except UnicodeDecodeError as error:
         line = data[:error.start].count(b"\n") + 1
         raise InputError(PROG, f"{name}, line {line}: not UTF-8 (byte 0x{data[error.start]:02x}); convert it to "

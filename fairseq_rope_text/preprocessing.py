@@ -136,6 +136,11 @@ class Preprocessing:
             raise PreprocessingError(f"{where}: sentencepiece needs its model file")
         if self.vocabulary and self.vocabulary_threshold is None:
             raise PreprocessingError(f"{where}: a subword vocabulary needs its vocabulary_threshold")
+        if self.vocabulary_threshold is not None and (not isinstance(self.vocabulary_threshold, int)
+                                                      or isinstance(self.vocabulary_threshold, bool)
+                                                      or self.vocabulary_threshold < 0):
+            raise PreprocessingError(f"{where}: vocabulary_threshold must be a whole number >= 0, got "
+                                     f"{self.vocabulary_threshold!r}")
         if not isinstance(self.context, int) or self.context < 0:
             raise PreprocessingError(f"{where}: context sentences must be an integer >= 0, got {self.context!r}")
         for path in self.files():

@@ -11,7 +11,7 @@ ending a text uses, so that a caller can give its translation the same).
 The splitter, chosen by measuring (docs/serving.md, "Sentence splitting"): Moses' rules
 (sentence-splitter, the Python port of split-sentences.perl: non-breaking prefixes for 24 European
 languages) where it has the language's list, with a few fixes of our own (``ABBREVIATIONS``, a
-numbered item's label kept with its sentence, a sentence ending in German quotes); sentencex (Wikimedia's rules for about 300 languages,
+numbered item's label kept with its sentence, a sentence ending in German quotes or in "…"); sentencex (Wikimedia's rules for about 300 languages,
 each falling back to a related language's or English's) for every other language. Moses' rules
 start a sentence only at an upper-case letter, so the pronoun before a full stop ("... for me. I
 can") ends a sentence, where sentencex and pysbd take "me." for an abbreviation.
@@ -35,6 +35,8 @@ ABBREVIATIONS = {
 # a sentence that ends inside quotes which Unicode calls opening ones (German „...“, »...«) before a
 # capital: Moses' rules see only closing quotes there
 QUOTED_END = r"""(?<=[.!?…][“«‹‘]) +(?=[„“»«‚"']?\p{Lu})"""
+# the ellipsis character before a capital, as Moses' rules treat "..." there
+ELLIPSIS_END = r"""(?<=…) +(?=[„“»«‚"'(\[]?\p{Lu})"""
 # a numbered item's label: "1.", "12.", "iv.", "(a)", "b)"
 LABEL = re.compile(r"^(\(?\d{1,3}[.)]|\(?[ivxlIVXL]{1,5}[.)]|\(?[a-zA-Z]\))$")
 
@@ -61,7 +63,8 @@ def sentences_of(text: str, lang: str) -> List[str]:
         return [s.strip() for s in segment(base, text) if s.strip()]
     import regex
 
-    found = [part.strip() for s in moses.split(text) for part in regex.split(QUOTED_END, s) if part.strip()]
+    found = [part.strip() for s in moses.split(text) for part in regex.split(f"{QUOTED_END}|{ELLIPSIS_END}", s)
+             if part.strip()]
     ending = re.compile(r"(?:^|\W)(?:" + "|".join(ABBREVIATIONS.get(base, ())) + r")\.$") \
         if base in ABBREVIATIONS else None
     joined: List[str] = []

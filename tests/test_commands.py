@@ -76,6 +76,8 @@ def bad_inputs(tmp):
     not_json.write_text("{not json")
     generate = tmp / "generate.out"
     generate.write_text("H-0\t-0.1\ta b\nH-1\t-0.2\tc d\n")
+    no_key = tmp / "keys.txt"
+    no_key.write_text("# a key a line, optionally its requests per minute\n\n")
     save = tmp / "run"
     save.mkdir()
     (save / "checkpoint_last.pt").write_bytes(damaged.read_bytes())
@@ -158,6 +160,8 @@ def bad_inputs(tmp):
         (["fairseq-rope-serve", "--model", str(tmp), str(tmp), "--port", "70000"], ["--port must be 1 to 65535"]),
         (["fairseq-rope-serve", "--model", str(tmp), str(tmp), "--api-keys", str(text)],
          [str(text), "line 1", "requests per minute"]),
+        (["fairseq-rope-serve", "--model", str(tmp), str(tmp), "--api-keys", str(no_key)],
+         ["--api-keys", str(no_key), "holds no key"]),
     ]
 
 

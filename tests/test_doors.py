@@ -511,3 +511,101 @@ def test_a_damaged_ctranslate2_export_is_one_line_naming_the_file(model, tmp_pat
     out = run_main(translate.main, "--model-dir", out_dir, "--backend", "ctranslate2", "--input", base / "text.txt",
                    "--device", "cpu")
     assert f"{path}: {says}" in one_error_line(out)
+
+
+def test_a_checkpoint_whose_target_dictionary_differs_is_named(model, tmp_path):
+    """Only the target dictionary differs (the source one fits): check_fits, and so fairseq-rope-translate,
+    name the decoder and dict.tgt.txt with both sizes."""
+    from fairseq_rope.checkpoints import CheckpointError, check_fits
+
+    base, data_bin, checkpoint = model
+    copy = tmp_path / "data-bin"
+    shutil.copytree(data_bin, copy)
+    (copy / "dict.tgt.txt").write_text("".join(f"{w} 1\n" for w in WORDS[:20]))
+    says = f"does not fit the dictionary {copy / 'dict.tgt.txt'}: its decoder has 34 embeddings, the dictionary 24 symbols"
+    with pytest.raises(CheckpointError) as error:
+        check_fits(str(checkpoint), str(copy), "src", "tgt")
+    assert says in str(error.value)
+    out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", copy, "--input", base / "text.txt",
+                   "--device", "cpu")
+    assert says in one_error_line(out)
+
+
+@pytest.mark.parametrize("device", ["meta", "mps", "xpu:0"])
+def test_a_device_torch_names_but_that_is_not_cpu_or_cuda_is_one_line(model, device):
+    """torch.device accepts "meta", "mps", "xpu", ...: check_device refuses them by name, and
+    fairseq-rope-translate says so in one line before loading the model."""
+    from fairseq_rope.hub import check_device
+
+    base, data_bin, checkpoint = model
+    with pytest.raises(ValueError, match=f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}"):
+        check_device(device)
+    out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", data_bin, "--input",
+                   base / "text.txt", "--device", device)
+    assert f"--device: device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}" in one_error_line(out)
+
+
+def test_a_data_bin_reached_through_a_link_to_its_directory_is_read(model, tmp_path):
+    """A data-bin reached through a symbolic link to its directory (a shared disk linked into a home):
+    its record's own files lie inside it, so it is read and translates; only links that lead out of
+    the directory are refused."""
+    base, data_bin, checkpoint = model
+    link = tmp_path / "linked-data-bin"
+    os.symlink(data_bin, link)
+    assert read(str(link)).codes == str(link / "codes")
+    out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", link, "--input", base / "text.txt",
+                   "--output", tmp_path / "out.txt", "--device", "cpu")
+    assert out.returncode == 0, out.stderr
+
+
+def test_outputs_named_without_a_folder_are_written_in_the_current_one(model, tmp_path, monkeypatch):
+    """--output out.txt and --sentences pairs.tsv (no folder in the name): the current folder's, which
+    exists; not refused as a file whose folder ("") does not exist."""
+    base, data_bin, checkpoint = model
+    monkeypatch.chdir(tmp_path)
+    out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", data_bin, "--input",
+                   base / "text.txt", "--output", "out.txt", "--sentences", "pairs.tsv", "--device", "cpu")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "out.txt").read_text().count("\n") == 1
+    assert [line.split("\t")[0] for line in (tmp_path / "pairs.tsv").read_text().splitlines()] == ["w1 w2 w3.", "w4 w5."]
+
+
+def test_sentences_and_output_naming_one_file_are_refused_however_it_is_spelled(model, tmp_path, monkeypatch):
+    """--sentences and --output that are one file (the same name, ./name, its absolute path): one line
+    before translating, not one output overwriting the other."""
+    base, data_bin, checkpoint = model
+    monkeypatch.chdir(tmp_path)
+    for sentences in ("out.txt", "./out.txt", tmp_path / "out.txt"):
+        out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", data_bin, "--input",
+                       base / "text.txt", "--output", "out.txt", "--sentences", sentences, "--device", "cpu")
+        assert "--sentences and --output are the same file (out.txt); give two" in one_error_line(out), sentences
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_text(model, tmp_path):
+    """A file some editors start with a UTF-8 byte-order mark translates as the same text without it
+    (its first paragraph's indentation kept)."""
+    base, data_bin, checkpoint = model
+    text = "  w1 w2 w3. w4 w5.\n\nw6 w7.\n"
+    (tmp_path / "plain.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "bom.txt").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    outputs = []
+    for name in ("plain.txt", "bom.txt"):
+        out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", data_bin, "--input",
+                       tmp_path / name, "--output", tmp_path / f"{name}.out", "--device", "cpu")
+        assert out.returncode == 0, out.stderr
+        outputs.append((tmp_path / f"{name}.out").read_bytes())
+    assert outputs[0] == outputs[1] and outputs[0].startswith(b"  ") and not outputs[1].startswith(b"\xef\xbb\xbf")
+
+
+@pytest.mark.parametrize("threshold", ['"50"', "-1", "true", "2.5"])
+def test_a_record_whose_vocabulary_threshold_is_not_a_whole_number_is_named(model, tmp_path, threshold):
+    base, data_bin, checkpoint = model
+    copy = edited_record(data_bin, tmp_path, lambda r, c: r["subword"].update(vocabulary_threshold=0))
+    path = copy / "preprocessing.json"
+    path.write_text(path.read_text().replace('"vocabulary_threshold": 0', f'"vocabulary_threshold": {threshold}'))
+    with pytest.raises(PreprocessingError, match="vocabulary_threshold must be a whole number >= 0"):
+        read(str(copy))
+    out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", copy, "--input", base / "text.txt",
+                   "--device", "cpu")
+    assert "vocabulary_threshold must be a whole number >= 0" in one_error_line(out)

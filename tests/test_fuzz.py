@@ -130,8 +130,8 @@ def test_translate_text_returns_one_translation_per_sentence(translator, monkeyp
     import fairseq_rope_text.running_text as running_text
 
     joined = []  # what translate_text hands join_text (the module's own function, imported above)
-    monkeypatch.setattr(running_text, "join_text", lambda layout, translations: joined.append(translations) or
-                        join_text(layout, translations))
+    monkeypatch.setattr(running_text, "join_text", lambda layout, translations, *ending: joined.append(translations)
+                        or join_text(layout, translations, *ending))
     layout, sentences = split_text(text, "en")
     out = translator.translate_text(text, batch_size=8)
     translations = joined[-1]

@@ -16,13 +16,16 @@ from fairseq_rope_text.running_text import join_text, line_ending, sentences_of,
     ("en", "The U.S. economy grew 2.5% in Q3. Mr. Jones, however, disagreed? Yes!",
      ["The U.S. economy grew 2.5% in Q3.", "Mr. Jones, however, disagreed?", "Yes!"]),
     ("de", "Am 3. Mai kam Dr. Müller. Er sagte: „Das ist z. B. gut.“ Dann ging er… Ende.",
-     ["Am 3. Mai kam Dr. Müller.", "Er sagte: „Das ist z. B. gut.“", "Dann ging er… Ende."]),
+     ["Am 3. Mai kam Dr. Müller.", "Er sagte: „Das ist z. B. gut.“", "Dann ging er…", "Ende."]),
+    ("en", "“We did not wait.” – Anna said… Their bus came. It was late… but fine.",
+     ["“We did not wait.” – Anna said…", "Their bus came.", "It was late… but fine."]),
     ("de", "Die Firma zahlte 3,5 Mio. Euro. Das war viel.", ["Die Firma zahlte 3,5 Mio. Euro.", "Das war viel."]),
     ("en", "no boundary at all, and it goes on", ["no boundary at all, and it goes on"]),
 ])
 def test_abbreviations_numbers_quotes_and_ellipses_split_right(lang, paragraph, sentences):
     """Abbreviations, numbers, quotes and ellipses; a German sentence ending inside „...“ before a
-    capital ends there; the German ellipsis before a capital stays inside its sentence."""
+    capital ends there; "…" before a capital ends a sentence, as Moses' rules treat "..." (not before
+    a lower-case word)."""
     assert sentences_of(paragraph, lang) == sentences
 
 
@@ -142,3 +145,13 @@ def test_bad_input_is_named_in_one_line(tmp_path):
     out = run_main(translate.main, "--model-dir", tmp_path / "models", "--data-bin", tmp_path, "--input",
                    tmp_path / "empty.txt")
     assert f"checkpoint not found: {tmp_path / 'models' / 'checkpoint_best.pt'}" in out.stderr
+
+
+def test_a_paragraph_keeps_the_indentation_of_its_first_line_not_of_its_others():
+    """A first-line indent (its other lines flush left) stays; an indented continuation line does not
+    indent its paragraph."""
+    text = "    Indented first line. It goes\non here.\n\nPlain. Then\n    an indented continuation.\n"
+    layout, sentences = split_text(text, "en")
+    assert sentences == ["Indented first line.", "It goes on here.", "Plain.", "Then an indented continuation."]
+    assert join_text(layout, [s.upper() for s in sentences]) == \
+        "    INDENTED FIRST LINE. IT GOES ON HERE.\n\nPLAIN. THEN AN INDENTED CONTINUATION.\n"

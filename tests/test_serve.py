@@ -184,6 +184,16 @@ def test_bad_requests_are_answered_by_name_as_json_errors(server, fields, status
     assert got == status and says in answer["error"] and list(answer) == ["error"]
 
 
+def test_a_request_exactly_at_its_limits_is_translated(server, mt):
+    """--batch-limit 8 texts and --char-limit 20000 characters are allowed (one more of either: 400, above)."""
+    status, answer, _ = server.translate(q=SENTENCES[:8], source="en", target="de")
+    assert status == 200 and answer == {"translatedText": [mt.translate_text(s) for s in SENTENCES[:8]]}
+    text = SENTENCES[0] + "\n" * (20000 - len(SENTENCES[0]))  # one sentence, then blank lines
+    assert len(text) == 20000
+    status, answer, _ = server.translate(q=text, source="en", target="de")
+    assert status == 200 and answer == {"translatedText": mt.translate_text(text)}
+
+
 def test_not_json_and_detect_are_answered_by_name(server):
     request = urllib.request.Request(server.url + "/translate", data=b"{not json", method="POST",
                                      headers={"Content-Type": "application/json"})
@@ -225,6 +235,18 @@ def test_html_parts_and_html_join_keep_tags_raw_text_and_escape_the_text():
     assert "".join(part if not is_text else html.escape(part, quote=False) for is_text, part in parts) == page
     assert html_join(parts, iter(["A < B & C", "X"])) == \
         '<p class="a">A &lt; B &amp; C</p> <script>if (a < b && c > d) x = "<t>";</script><!-- a -->\n<i> X </i>'
+
+
+def test_code_pre_and_textarea_are_kept_as_they_are_like_script():
+    """What is inside pre, code and textarea (any case, with attributes) is not text to translate: kept
+    as it is, entities and line breaks included; only the text outside is translated."""
+    from fairseq_rope.server import html_join, html_parts
+
+    page = ('<p>Run it:</p><pre>x = a &lt; b\n  print(x)</pre> <code>ls -l</code><textarea>draft</textarea>'
+            '<PRE class="c">As is.</PRE>')
+    parts = html_parts(page)
+    assert [part for is_text, part in parts if is_text and part.strip()] == ["Run it:"]
+    assert html_join(parts, iter(["F\u00fchre es aus:"])) == page.replace("Run it:", "F\u00fchre es aus:")
 
 
 def test_concurrent_requests_share_beam_searches_and_each_sentence_translates_as_alone(server, mt):
@@ -272,11 +294,20 @@ def test_limits_answer_at_once_keys_rates_queue_and_timeout(model, tmp_path):
             assert server.translate(q=SENTENCES[0], source="en", target="de", api_key="limited")[0] == 200
         status, answer, headers = server.translate(q=SENTENCES[0], source="en", target="de", api_key="limited")
         assert status == 429 and "2 requests per minute" in answer["error"] and int(headers["Retry-After"]) >= 1
-        started = time.monotonic()
-        status, answer, headers = server.translate(q=" ".join(SENTENCES * 2), source="en", target="de",
-                                                   api_key="free")  # 24 sentences > the queue's 20
-        assert status == 503 and "busy" in answer["error"] and headers["Retry-After"] == "1"
-        assert time.monotonic() - started < 2
+        status, answer, _ = server.translate(q=" ".join(SENTENCES * 2), source="en", target="de",
+                                             api_key="free")  # 24 sentences: never fit the queue's 20
+        assert status == 400 and "24 sentences, more than the queue holds (20)" in answer["error"]
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # 15 sentences wait (one per beam search) ...
+            first = pool.submit(server.translate, q=" ".join(SENTENCES[:10] + SENTENCES[:5]), source="en",
+                                target="de", api_key="free")
+            time.sleep(0.1)
+            started = time.monotonic()  # ... so 10 more do not fit now: busy, at once
+            status, answer, headers = server.translate(q=" ".join(SENTENCES[:10]), source="en", target="de",
+                                                       api_key="free")
+            assert status == 503 and "busy" in answer["error"] and headers["Retry-After"] == "1"
+            assert time.monotonic() - started < 2
+            assert first.result()[0] == 503  # (past the 0.3 s timeout)
+        time.sleep(0.5)
         status, answer, _ = server.translate(q=" ".join(SENTENCES[:10] * 2), source="en", target="de",
                                              api_key="free")  # 20 sentences, one per beam search: > 0.3 s
         assert status == 503 and "took longer than the limit (0.3 s)" in answer["error"]
@@ -454,3 +485,55 @@ def test_several_models_and_a_ctranslate2_export_are_served_side_by_side(model, 
     twice = subprocess.run([os.path.join(BIN, "fairseq-rope-serve"), "--model", str(ct2_dir), "--model", str(ct2_dir),
                             "--port", str(free_port())], capture_output=True, text=True, timeout=120)
     assert twice.returncode == 1 and "two models translate en-de; give one per pair" in twice.stderr
+
+
+def test_a_rate_counts_the_requests_answered_in_the_last_minute_not_those_refused(monkeypatch):
+    """--req-limit 2 (and a key's rate alike): a client is let in again once its oldest answered request
+    is a minute old, however often it was refused meanwhile; Retry-After says when; clients count
+    apart. Server.check_key on real requests, the clock set by hand."""
+    import types
+
+    from starlette.requests import Request
+
+    from fairseq_rope import server as served
+
+    clock = [0.0]
+    monkeypatch.setattr(served, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    server = served.Server([], served.Limits(req_limit=2))
+
+    def ask(at, host="10.0.0.1"):
+        clock[0] = at
+        request = Request({"type": "http", "method": "POST", "path": "/translate", "headers": [],
+                           "query_string": b"", "client": (host, 40000)})
+        try:
+            server.check_key(request, {})
+            return 200
+        except served.Failure as failure:
+            return failure.status, failure.headers["Retry-After"]
+
+    assert [ask(0), ask(10)] == [200, 200]
+    assert ask(20) == (429, "41") and ask(59) == (429, "2")  # refused: not counted
+    assert ask(30, host="10.0.0.2") == 200  # another client
+    assert ask(60) == 200  # the request at 0 is a minute old
+    assert ask(61) == (429, "10")  # those at 10 and 60 are in the minute
+
+
+@pytest.mark.parametrize("fields", [{"target": ["de"]}, {"target": {"de": 1}}, {"source": ["en"]}, {"format": ["html"]}])
+def test_a_json_field_of_another_type_is_a_400_json_error_not_a_500(server, fields):
+    """JSON lets a client send a list or an object where a string belongs: answered 400 {"error": ...}
+    (with CORS) like any bad request, not a plain-text 500 with a traceback in the server's log."""
+    status, answer, headers = server.translate(**{"q": "x", "source": "en", "target": "de", **fields})
+    assert status == 400 and isinstance(answer, dict) and list(answer) == ["error"], (status, answer)
+    assert headers["Access-Control-Allow-Origin"] == "*"
+
+
+def test_an_api_key_that_is_not_a_string_is_refused_as_a_key(model, tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k\n")
+    server = Server(model, "--api-keys", keys)
+    try:
+        for key in (["k"], {"k": 1}, 5):
+            status, answer, _ = server.translate(q="x", source="en", target="de", api_key=key)
+            assert (status, answer) == (403, {"error": "Invalid API key"}), key
+    finally:
+        assert server.stop()
