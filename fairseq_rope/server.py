@@ -17,6 +17,7 @@ Only the standard library at import time besides Starlette (the ``serve`` extra)
 
 import asyncio
 import collections
+import contextlib
 import html
 import itertools
 import json
@@ -453,7 +454,7 @@ def make_app(models: List[ServedModel], limits: Limits = None, load=None) -> Sta
     """The ASGI app over ``models`` (or over what ``load()`` returns, called in a thread at start-up, while
     ``/health`` answers 503 "loading")."""
     limits = limits or Limits()
-    state = {"server": None}
+    state = {"server": None, "failed": None}
 
     def start(loaded: List[ServedModel]):
         server = Server(loaded, limits)
@@ -464,7 +465,9 @@ def make_app(models: List[ServedModel], limits: Limits = None, load=None) -> Sta
     def endpoint(name):
         async def handle(request: Request):
             server = state["server"]
-            if server is None:
+            if state["failed"]:
+                answer = JSONResponse({"error": f"the models failed to load: {state['failed']}"}, status_code=500)
+            elif server is None:
                 answer = JSONResponse({"status": "loading", "models": []} if name == "health" else
                                       {"error": "the models are still loading"}, status_code=503,
                                       headers={"Retry-After": "5"})
@@ -478,12 +481,16 @@ def make_app(models: List[ServedModel], limits: Limits = None, load=None) -> Sta
             return answer
         return handle
 
+    @contextlib.asynccontextmanager
     async def lifespan(app):
         if load is None:
             start(models)
         else:
             async def loading():
-                start(await asyncio.to_thread(load))
+                try:
+                    start(await asyncio.to_thread(load))
+                except Exception as error:  # every answer says so (a 500), /health too
+                    state["failed"] = f"{type(error).__name__}: {error}"
             task = asyncio.ensure_future(loading())
         yield
         if load is not None and not task.done():

@@ -147,8 +147,9 @@ def main(argv=None):
                 else:
                     mt = load_translator(model_dir, data_bin, checkpoint_file=checkpoint, beam=args.beam,
                                          lenpen=args.lenpen, device=device)
-            except (FileNotFoundError, ValueError, CheckpointError) as error:
-                print(f"{PROG}: error: {error}", file=sys.stderr)
+            except Exception as error:  # a missing or damaged file is one line; anything else names its kind
+                known = isinstance(error, (FileNotFoundError, ValueError, CheckpointError))
+                print(f"{PROG}: error: {error if known else f'{type(error).__name__}: {error}'}", file=sys.stderr)
                 os._exit(1)  # (in the loading thread: the server must not go on without the model)
             model = ServedModel(mt, args.beam)
             if any((m.source, m.target) == (model.source, model.target) for m in models):

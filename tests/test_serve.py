@@ -537,3 +537,40 @@ def test_an_api_key_that_is_not_a_string_is_refused_as_a_key(model, tmp_path):
             assert (status, answer) == (403, {"error": "Invalid API key"}), key
     finally:
         assert server.stop()
+
+
+def test_a_model_that_fails_to_load_is_one_line_and_the_server_exits(model, tmp_path):
+    model_dir, data_bin = model
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "checkpoint_best.pt").write_bytes((model_dir / "checkpoint_best.pt").read_bytes()[:5000])
+    done = subprocess.run([os.path.join(BIN, "fairseq-rope-serve"), "--model", str(broken), str(data_bin), "--port",
+                           str(free_port()), "--device", "cpu"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"fairseq-rope-serve: error: {broken / 'checkpoint_best.pt'}" in done.stderr
+
+
+def test_the_app_says_when_its_models_failed_to_load():
+    """make_app(load=...) used as a library: while loading, 503; a load that raised, 500 naming it."""
+    import threading
+
+    from starlette.testclient import TestClient
+
+    from fairseq_rope.server import make_app
+
+    release = threading.Event()
+
+    def load():
+        release.wait(30)
+        raise OSError("disk gone")
+
+    with TestClient(make_app([], load=load)) as client:
+        assert client.get("/health").status_code == 503
+        release.set()
+        for _ in range(100):
+            answer = client.get("/health")
+            if answer.status_code != 503:
+                break
+            time.sleep(0.05)
+        assert answer.status_code == 500 and answer.json() == {"error": "the models failed to load: OSError: disk gone"}
+        assert client.post("/translate", json={"q": "x", "source": "en", "target": "de"}).status_code == 500
