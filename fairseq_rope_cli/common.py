@@ -60,6 +60,20 @@ def check_output_file(prog: str, flag: str, path: Optional[str]):
         raise InputError(prog, f"{flag} {path} cannot be written (permissions)")
 
 
+AVERAGED = "checkpoint_avg_last5.pt"  # what the recipe's average.sh writes
+
+
+def model_checkpoint(prog: str, model_dir: str, checkpoint_file: Optional[str]) -> str:
+    """The checkpoint to translate with in ``model_dir``: ``checkpoint_file`` (--checkpoint-file), else the
+    recipe's average where it exists, else checkpoint_best.pt (fairseq's hub default); one that is not
+    there is named with the flag."""
+    checkpoint = checkpoint_file or (AVERAGED if os.path.isfile(os.path.join(model_dir, AVERAGED))
+                                     else "checkpoint_best.pt")
+    if not os.path.isfile(os.path.join(model_dir, checkpoint)):
+        raise InputError(prog, f"checkpoint not found: {os.path.join(model_dir, checkpoint)} (--checkpoint-file)")
+    return checkpoint
+
+
 def write_json(path: str, value):
     """Writes ``value`` as indented UTF-8 JSON with a final newline, atomically."""
     import json

@@ -20,10 +20,9 @@ extra: pip install 'fairseq-rope[serve]'.
 import os
 import sys
 
-from .common import InputError, argument_parser
+from .common import AVERAGED, InputError, argument_parser, model_checkpoint
 
 PROG = "fairseq-rope-serve"
-AVERAGED = "checkpoint_avg_last5.pt"
 
 
 def parse_args(argv=None):
@@ -96,11 +95,7 @@ def check_models(args):
             continue
         if not os.path.isdir(data_bin):
             raise InputError(PROG, f"--model {model_dir}: data-bin directory not found: {data_bin}")
-        checkpoint = args.checkpoint_file or (AVERAGED if os.path.isfile(os.path.join(model_dir, AVERAGED))
-                                              else "checkpoint_best.pt")
-        if not os.path.isfile(os.path.join(model_dir, checkpoint)):
-            raise InputError(PROG, f"checkpoint not found: {os.path.join(model_dir, checkpoint)} (--checkpoint-file)")
-        found.append((model_dir, data_bin, checkpoint))
+        found.append((model_dir, data_bin, model_checkpoint(PROG, model_dir, args.checkpoint_file)))
     return found
 
 

@@ -27,10 +27,10 @@ import os
 import sys
 import time
 
-from .common import InputError, argument_parser, atomic_output, check_output_file
+from .common import (AVERAGED, InputError, argument_parser, atomic_output, check_output_file, model_checkpoint,
+                     write_lines)
 
 PROG = "fairseq-rope-translate"
-AVERAGED = "checkpoint_avg_last5.pt"
 
 
 def parse_args(argv=None):
@@ -112,10 +112,7 @@ def main(argv=None):
             raise InputError(PROG, "--data-bin is needed with the fairseq backend (the dictionaries and the record)")
         if not os.path.isdir(args.data_bin):
             raise InputError(PROG, f"--data-bin directory not found: {args.data_bin}")
-        checkpoint = args.checkpoint_file or (AVERAGED if os.path.isfile(os.path.join(args.model_dir, AVERAGED))
-                                              else "checkpoint_best.pt")
-        if not os.path.isfile(os.path.join(args.model_dir, checkpoint)):
-            raise InputError(PROG, f"checkpoint not found: {os.path.join(args.model_dir, checkpoint)} (--checkpoint-file)")
+        checkpoint = model_checkpoint(PROG, args.model_dir, args.checkpoint_file)
     elif args.data_bin or args.checkpoint_file:
         raise InputError(PROG, "--backend ctranslate2 takes the model, dictionaries and record from --model-dir; "
                                "leave out --data-bin and --checkpoint-file")
@@ -166,9 +163,8 @@ def main(argv=None):
     else:
         sys.stdout.write(translation)
     if args.sentences:
-        with atomic_output(args.sentences) as f:
-            for sentence, translated in zip(sentences, translations):
-                f.write(sentence.replace("\t", " ") + "\t" + translated.replace("\t", " ") + "\n")
+        write_lines(args.sentences, (sentence.replace("\t", " ") + "\t" + translated.replace("\t", " ")
+                                     for sentence, translated in zip(sentences, translations)))
     units = sum(1 for item in layout if isinstance(item, tuple))
     print(f"[{PROG}] {args.input or 'stdin'} -> {args.output or 'stdout'}: {len(sentences)} sentences in {units} "
           f"{'lines' if args.keep_line_breaks else 'paragraphs'}"
