@@ -25,7 +25,7 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional
 
 from starlette.applications import Starlette
@@ -266,10 +266,10 @@ def html_join(parts: List[tuple], translations: Iterator[str]) -> str:
 
 @dataclass
 class Piece:
-    """A text to translate as running text: its layout and sentences, and where it goes."""
+    """A text to translate as running text, and its layout and sentences (split_text's)."""
     text: str
-    layout: list = field(default_factory=list)
-    sentences: List[str] = field(default_factory=list)
+    layout: list
+    sentences: List[str]
 
 
 class Server:
@@ -377,9 +377,8 @@ class Server:
 
         # every text (or each text between an HTML text's tags) split into sentences
         documents = [html_parts(t) if fmt == "html" else [(True, t)] for t in texts]
-        pieces = [Piece(part) for parts in documents for is_text, part in parts if is_text and part.strip()]
-        for piece in pieces:
-            piece.layout, piece.sentences = split_text(piece.text, model.source)
+        pieces = [Piece(part, *split_text(part, model.source))
+                  for parts in documents for is_text, part in parts if is_text and part.strip()]
         sentences = [s for piece in pieces for s in piece.sentences]
         batcher = self.batchers[(model.source, model.target)]
         busy = Failure(503, f"the server is busy ({self.limits.queue_size} sentences are waiting at most); try "

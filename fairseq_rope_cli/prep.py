@@ -270,27 +270,6 @@ def run_sgm(args):
     print(f"[{PROG} sgm] {args.input} -> {args.output}: {len(texts)} segments", file=sys.stderr)
 
 
-def train_sentencepiece(spm, args, tmp_prefix):
-    """sentencepiece's trainer with the recipe's settings, writing ``tmp_prefix``.model/.vocab."""
-    spm.SentencePieceTrainer.train(
-        input=",".join(args.inputs),
-        model_prefix=tmp_prefix,
-        vocab_size=args.vocab_size,
-        model_type=args.model_type,
-        character_coverage=1.0,
-        input_sentence_size=args.input_sentence_size,
-        shuffle_input_sentence=True,
-        # fairseq adds its own <s>, </s>, <pad>; keep only <unk> in the sentencepiece vocabulary
-        bos_id=-1,
-        eos_id=-1,
-        unk_id=0,
-        num_threads=args.threads,
-        seed_sentencepiece_size=1000000,
-        hard_vocab_limit=not args.soft_vocab_limit,
-        minloglevel=1,
-    )
-
-
 def run_spm_train(args):
     import sentencepiece as spm
 
@@ -300,7 +279,23 @@ def run_spm_train(args):
         raise InputError(PROG, f"--vocab-size must be >= 8, got {args.vocab_size}")
     tmp_prefix = args.model_prefix + ".tmp"
     try:
-        train_sentencepiece(spm, args, tmp_prefix)
+        spm.SentencePieceTrainer.train(
+            input=",".join(args.inputs),
+            model_prefix=tmp_prefix,
+            vocab_size=args.vocab_size,
+            model_type=args.model_type,
+            character_coverage=1.0,
+            input_sentence_size=args.input_sentence_size,
+            shuffle_input_sentence=True,
+            # fairseq adds its own <s>, </s>, <pad>; keep only <unk> in the sentencepiece vocabulary
+            bos_id=-1,
+            eos_id=-1,
+            unk_id=0,
+            num_threads=args.threads,
+            seed_sentencepiece_size=1000000,
+            hard_vocab_limit=not args.soft_vocab_limit,
+            minloglevel=1,
+        )
     except RuntimeError as error:  # sentencepiece's own check, e.g. a vocabulary too large for the text
         message = " ".join(str(error).split()).split("] ", 1)[-1]
         raise InputError(PROG, f"spm-train: sentencepiece: {message}"

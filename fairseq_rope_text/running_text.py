@@ -52,6 +52,14 @@ def moses_splitter(lang: str):
         return None
 
 
+@functools.lru_cache(maxsize=None)
+def abbreviation_end(lang: str):
+    """A pattern for a sentence ending in one of ``ABBREVIATIONS[lang]``, or None."""
+    if lang not in ABBREVIATIONS:
+        return None
+    return re.compile(r"(?:^|\W)(?:" + "|".join(ABBREVIATIONS[lang]) + r")\.$")
+
+
 def sentences_of(text: str, lang: str) -> List[str]:
     """The sentences of one paragraph in ``lang`` (an ISO 639-1 code; "de_DE", "pt-BR": their first
     part), stripped (none for blank text)."""
@@ -65,8 +73,7 @@ def sentences_of(text: str, lang: str) -> List[str]:
 
     found = [part.strip() for s in moses.split(text) for part in regex.split(f"{QUOTED_END}|{ELLIPSIS_END}", s)
              if part.strip()]
-    ending = re.compile(r"(?:^|\W)(?:" + "|".join(ABBREVIATIONS.get(base, ())) + r")\.$") \
-        if base in ABBREVIATIONS else None
+    ending = abbreviation_end(base)
     joined: List[str] = []
     for sentence in found:
         if joined and (LABEL.match(joined[-1]) or (ending and ending.search(joined[-1]))):
