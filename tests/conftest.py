@@ -183,6 +183,24 @@ def reversal_task(root, sizes, max_words):
     return raw
 
 
+def subword_nmt_data_bin(base, words, source_lang, target_lang):
+    """``base``/data-bin with a dictionary of ``words`` for each language and a subword-nmt record (codes
+    of one merge, vocabularies of every word, written in ``base`` and copied in by the record)."""
+    from fairseq_rope_text.preprocessing import Preprocessing
+
+    data_bin = base / "data-bin"
+    data_bin.mkdir()
+    for lang in (source_lang, target_lang):
+        (data_bin / f"dict.{lang}.txt").write_text("".join(f"{w} 1\n" for w in words))
+        (base / f"vocab.{lang}").write_text("".join(f"{w} 100\n" for w in words))
+    (base / "codes").write_text("#version: 0.2\nw 1\n")
+    Preprocessing(source_lang=source_lang, target_lang=target_lang, pretokenizer="none", subword="subword_nmt",
+                  codes=str(base / "codes"),
+                  vocabulary={lang: str(base / f"vocab.{lang}") for lang in (source_lang, target_lang)},
+                  vocabulary_threshold=1).write(str(data_bin))
+    return data_bin
+
+
 def untrained_checkpoint(data_bin, path, source_lang, target_lang, arch="rope_transformer", seed=0):
     """A checkpoint of a small model on ``data_bin``'s dictionaries, saved as fairseq-train saves one:
     enough to read what the entry points feed a model (ids do not depend on weights)."""

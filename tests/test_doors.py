@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from conftest import run_main, untrained_checkpoint
+from conftest import run_main, subword_nmt_data_bin, untrained_checkpoint
 from fairseq_rope_cli import doc_translate, translate
 from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, read
 
@@ -24,15 +24,7 @@ def model(tmp_path_factory):
     """A data-bin (dictionaries, a subword-nmt record with codes and vocabularies) and an untrained
     checkpoint in its own folder."""
     base = tmp_path_factory.mktemp("doors")
-    data_bin = base / "data-bin"
-    data_bin.mkdir()
-    for lang in ("src", "tgt"):
-        (data_bin / f"dict.{lang}.txt").write_text("".join(f"{w} 1\n" for w in WORDS))
-        (base / f"vocab.{lang}").write_text("".join(f"{w} 100\n" for w in WORDS))
-    (base / "codes").write_text("#version: 0.2\nw 1\n")
-    Preprocessing(source_lang="src", target_lang="tgt", pretokenizer="none", subword="subword_nmt",
-                  codes=str(base / "codes"), vocabulary={lang: str(base / f"vocab.{lang}") for lang in ("src", "tgt")},
-                  vocabulary_threshold=1).write(str(data_bin))
+    data_bin = subword_nmt_data_bin(base, WORDS, "src", "tgt")
     checkpoint = untrained_checkpoint(data_bin, base / "model" / "checkpoint_best.pt", "src", "tgt")
     (base / "text.txt").write_text("w1 w2 w3. w4 w5.\n")
     return base, data_bin, checkpoint

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from conftest import untrained_checkpoint
+from conftest import free_port, subword_nmt_data_bin, untrained_checkpoint
 from fairseq_rope_text.preprocessing import Preprocessing
 
 BIN = os.path.dirname(sys.executable)
@@ -34,26 +33,12 @@ SENTENCES = [f"{a} {b} {c} the {d} {e} ." for a, b, c, d, e in zip(
     ["house", "dog", "cat", "man", "woman", "cat", "house", "dog", "man", "cat", "woman", "house"])]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     """An English-German data-bin (a subword-nmt record) and an untrained checkpoint whose translations
     differ between sentences (5 kinds for the 12 SENTENCES): (model_dir, data_bin)."""
     base = tmp_path_factory.mktemp("serve")
-    data_bin = base / "data-bin"
-    data_bin.mkdir()
-    for lang in ("en", "de"):
-        (data_bin / f"dict.{lang}.txt").write_text("".join(f"{w} 1\n" for w in WORDS))
-        (base / f"vocab.{lang}").write_text("".join(f"{w} 100\n" for w in WORDS))
-    (base / "codes").write_text("#version: 0.2\nw 1\n")
-    Preprocessing(source_lang="en", target_lang="de", pretokenizer="none", subword="subword_nmt",
-                  codes=str(base / "codes"), vocabulary={lang: str(base / f"vocab.{lang}") for lang in ("en", "de")},
-                  vocabulary_threshold=1).write(str(data_bin))
+    data_bin = subword_nmt_data_bin(base, WORDS, "en", "de")
     checkpoint = untrained_checkpoint(data_bin, base / "model" / "checkpoint_best.pt", "en", "de", seed=1)
     return checkpoint.parent, data_bin
 
