@@ -36,6 +36,32 @@ def test_rotation_is_eq15_block_diagonal_matrix(layout):
     torch.testing.assert_close(rope.rotate(x[:, 5:], 5), out[:, 5:], rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("dim", [None, 10])
+@pytest.mark.parametrize("start, T", [(0, 9), (13, 1), (600, 3)])
+def test_float32_rotation_and_its_gradient_are_eq15_within_float32_rounding(layout, dim, start, T):
+    """The eager rotation in float32, as the attention calls it (q and k of a T x B x 3H x D projection
+    permuted to B x 2H x T x D, not contiguous; one query while decoding): eq. 15's R_m x, and its gradient
+    R_m^T g, within a few float32 roundings of float64, whole or partial rotary dimensions."""
+    D, H = 16, 2
+    rot = dim or D
+    rope = RotaryEmbedding(D, RopeOptions(layout=layout, dim=dim, rotation="eager"))
+    g = torch.Generator().manual_seed(start + T)
+    qkv = torch.randn(T, 3, 3 * H, D, generator=g).permute(1, 2, 0, 3)  # B x 3H x T x D
+    x = qkv[:, :2 * H].detach().requires_grad_()
+    grad = torch.randn(3, 2 * H, T, D, generator=g)
+    out = rope.rotate(x, start)
+    out.backward(grad)
+    R = torch.eye(D, dtype=torch.float64)
+    for t in range(T):
+        R[:rot, :rot] = rotary_matrix(start + t, rot, layout=layout)
+        x64, g64 = x[:, :, t].detach().double(), grad[:, :, t].double()
+        tolerance = 4 * torch.finfo(torch.float32).eps * x64.abs().max().item()
+        torch.testing.assert_close(out[:, :, t].double(), x64 @ R.T, rtol=0, atol=tolerance)
+        tolerance = 4 * torch.finfo(torch.float32).eps * g64.abs().max().item()
+        torch.testing.assert_close(x.grad[:, :, t].double(), g64 @ R, rtol=0, atol=tolerance)
+
+
 def test_interleaved_is_the_paper_pairing():
     """Eq. 34: x * cos + (-x2, x1, -x4, x3, ...) * sin, with theta_i = 10000^(-2(i-1)/d)."""
     d = 8
