@@ -7,14 +7,19 @@
 Runs, in the order given (the first is the one the others are tested against):
   --hyp NAME=FILE       detokenized hypotheses, one line per sentence, in test-set order;
   --result [NAME=]FILE  a result JSON of fairseq-rope-score (the recipe's evaluate step):
-                        its "hyps_detok" file is scored; NAME defaults to its "run_name";
+                        its "hyps_detok" file is scored; NAME defaults to its "system" (the recipe's
+                        run with SEEDS: the run without its _seedS), else its "run_name";
                         --ref defaults to its "reference" (all such JSONs must agree).
+A NAME given more than once is one system trained with several seeds, each FILE a seed's output.
 Scores: sacreBLEU (default 13a tokenization, mixed case) and chrF (chrF2) of every run, on the
 whole test set and on each source-length bucket. Source length = whitespace-separated words of
 the raw source line; --buckets 10,20,30,40 gives 1-10, 11-20, 21-30, 31-40 and 41+.
 Significance: sacrebleu's paired bootstrap resampling (sacrebleu.significance.PairedTest,
 test_type "bs", as `sacrebleu --paired-bs`) of every run against the first, overall and per
 bucket; seed 12345 unless SACREBLEU_SEED is set, so the p-values are reproducible.
+With several seeds (any NAME given more than once): every score is the mean over the run's seeds, ±
+their sample standard deviation, each seed's score listed, and the test is the paired bootstrap over
+seeds and sentences (fairseq_rope_cli/seeds.py; with one seed per run it is sacreBLEU's test).
 Also per run and bucket: the hypothesis/reference length ratio and the share of hypotheses that
 repeat one word 4 or more times in a row (how often a model falls into a loop).
 Outputs: a markdown table (stdout and --out-md), a PNG plot of BLEU and chrF by bucket
@@ -91,7 +96,8 @@ def resolve_runs(args):
             raise InputError(PROG, f"{path} is not valid JSON: {error}")
         if not isinstance(result, dict) or "hyps_detok" not in result:
             raise InputError(PROG, f"{path} has no 'hyps_detok': not a result JSON of fairseq-rope-score")
-        name = name or result.get("run_name") or result.get("arch") or os.path.basename(os.path.dirname(path))
+        name = (name or result.get("system") or result.get("run_name") or result.get("arch")
+                or os.path.basename(os.path.dirname(path)))
         hyp = result["hyps_detok"]
         if not os.path.isabs(hyp) and not os.path.isfile(hyp):
             hyp = os.path.join(os.path.dirname(path), hyp)
@@ -117,11 +123,14 @@ def resolve_runs(args):
     if missing:
         raise InputError(PROG, "file(s) not found:\n  " + "\n  ".join(missing))
     names = [n for n, _ in runs]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise InputError(PROG, f"run names must be unique; repeated: {', '.join(duplicates)} (use NAME=FILE)")
     if "=" in "".join(names) or "|" in "".join(names):
         raise InputError(PROG, "run names may not contain '=' or '|'")
+    seen = {}
+    for name, hyp in runs:
+        if os.path.abspath(hyp) in seen.get(name, []):
+            raise InputError(PROG, f"run '{name}' is given the same hypotheses twice ({hyp}): a name given more "
+                             "than once is one run trained with several seeds, each with its own output")
+        seen.setdefault(name, []).append(os.path.abspath(hyp))
     return runs, ref, sorted(test_sets)
 
 
@@ -195,23 +204,48 @@ def _maybe(x):
     return None if x is None else float(x)
 
 
+def score_seeds(systems, refs, n_samples):
+    """Every system's mean, standard deviation and per-seed scores, its test against the first system
+    (seeds.py), and the length ratio and repeat share averaged over its seeds."""
+    from .seeds import bootstrap_seed, compare_seeds
+
+    out = compare_seeds(systems, refs, dict(zip(("bleu", "chrf"), metrics().values())), n_samples, bootstrap_seed())
+    for name, replicas in systems:
+        each = add_length_ratio({i: {} for i in range(len(replicas))}, list(enumerate(replicas)), refs)
+        for key in ("len_ratio", "repeat_share"):
+            out[name][key] = sum(e[key] for e in each.values()) / len(replicas)
+    return out
+
+
 def compare(src, refs, runs, edges, n_samples):
-    """All the numbers, as a JSON-able dict. ``runs`` = [(name, hypotheses)]; lists of equal length."""
+    """All the numbers, as a JSON-able dict. ``runs`` = [(name, [hypotheses of each seed])]; lists of
+    equal length. With one seed per run: sacreBLEU's paired bootstrap; with several: seeds.py's."""
     lengths = [len(s.split()) for s in src]
-    overall, signatures = score_subset(runs, refs, n_samples)
-    add_length_ratio(overall, runs, refs)
+    seeds = any(len(replicas) > 1 for _, replicas in runs)
+    if seeds:
+        overall = score_seeds(runs, refs, n_samples)
+        signatures = {m.corpus_score(runs[0][1][0], [refs]).name: str(m.get_signature()) for m in metrics().values()}
+    else:
+        runs = [(name, replicas[0]) for name, replicas in runs]
+        overall, signatures = score_subset(runs, refs, n_samples)
+        add_length_ratio(overall, runs, refs)
     buckets = []
     for lo, hi, label in bucket_bounds(edges):
         idx = [i for i, n in enumerate(lengths) if n >= lo and (hi is None or n <= hi)]
         entry = {"label": label, "min_words": lo, "max_words": hi, "sentences": len(idx), "scores": None}
         if idx:
-            subset = [(name, [h[i] for i in idx]) for name, h in runs]
             sub_refs = [refs[i] for i in idx]
-            entry["scores"], _ = score_subset(subset, sub_refs, n_samples)
-            add_length_ratio(entry["scores"], subset, sub_refs)
+            if seeds:
+                subset = [(name, [[h[i] for i in idx] for h in replicas]) for name, replicas in runs]
+                entry["scores"] = score_seeds(subset, sub_refs, n_samples)
+            else:
+                subset = [(name, [h[i] for i in idx]) for name, h in runs]
+                entry["scores"], _ = score_subset(subset, sub_refs, n_samples)
+                add_length_ratio(entry["scores"], subset, sub_refs)
         buckets.append(entry)
     return {
         "runs": [name for name, _ in runs],
+        "seeds": {name: len(replicas) for name, replicas in runs} if seeds else None,
         "sentences": len(src),
         "source_words": {"min": min(lengths), "max": max(lengths), "mean": round(sum(lengths) / len(lengths), 2)},
         "bucket_edges": edges,
@@ -224,14 +258,15 @@ def compare(src, refs, runs, edges, n_samples):
 
 
 def best_above(src, refs, runs, words):
-    """The run with the best sacreBLEU on the sentences of more than ``words`` source words (the
-    first such run on a tie), with every run's BLEU there."""
+    """The run with the best sacreBLEU (its seeds' mean) on the sentences of more than ``words`` source
+    words (the first such run on a tie), with every run's BLEU there."""
     from sacrebleu.metrics import BLEU
 
     idx = [i for i, s in enumerate(src) if len(s.split()) > words]
     if not idx:
         raise InputError(PROG, f"--best-above {words}: no source sentence has more than {words} words")
-    bleu = {name: BLEU().corpus_score([h[i] for i in idx], [[refs[i] for i in idx]]).score for name, h in runs}
+    bleu = {name: sum(BLEU().corpus_score([h[i] for i in idx], [[refs[i] for i in idx]]).score for h in replicas)
+            / len(replicas) for name, replicas in runs}
     return {"min_words": words + 1, "sentences": len(idx), "run": max(bleu, key=bleu.get), "bleu": bleu}
 
 
@@ -239,10 +274,13 @@ def best_above(src, refs, runs, words):
 
 
 def _cell(scores, name, metric, first, ci=False):
+    """``score`` (± the bootstrap CI's half-width, or with seeds ± their standard deviation) and, for
+    runs after the first, (difference, p)."""
     s = scores[name]
     text = f"{s[metric]:.2f}"
-    if ci and s[f"{metric}_ci"] is not None:
-        text += f" ± {s[f'{metric}_ci']:.2f}"
+    spread = s.get(f"{metric}_sd") if f"{metric}_seeds" in s else (s[f"{metric}_ci"] if ci else None)
+    if spread is not None:
+        text += f" ± {spread:.2f}"
     if name != first:
         d = s[metric] - scores[first][metric]
         p = s[f"{metric}_p"]
@@ -272,17 +310,31 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
                      f"longer sources.")
     lines += [f"- {note}" for note in notes]
     lines.append("")
-    if len(runs) > 1:
+    seeds = res.get("seeds")
+    if seeds:
+        lines.append(f"Each run: the mean ± sample standard deviation over its training seeds (each seed's score "
+                     f"below). In parentheses: difference of the means to **{first}** and the p-value of the "
+                     f"paired bootstrap over seeds and test sentences ({res['bootstrap_samples']} resamples, "
+                     f"seed {res['bootstrap_seed']}; docs/evaluation.md); \\* = p < 0.05.")
+        lines.append("")
+    elif len(runs) > 1:
         lines.append(f"In parentheses: difference to **{first}** and the p-value of sacrebleu's paired bootstrap "
                      f"test ({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}); "
                      f"\\* = p < 0.05. ± is the half-width of the bootstrap 95% confidence interval.")
         lines.append("")
-    lines += ["| Run | BLEU | chrF | hyp/ref length | repeating |", "|---|---:|---:|---:|---:|"]
+    head, align = ("| Run | seeds |", "|---|---:|") if seeds else ("| Run |", "|---|")
+    lines += [head + " BLEU | chrF | hyp/ref length | repeating |", align + "---:|---:|---:|---:|"]
     for name in runs:
         cells = [_cell(res["overall"], name, m, first, ci=True) for m in ("bleu", "chrf")]
         overall = res["overall"][name]
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {overall['len_ratio']:.2f} | "
-                     f"{100 * overall['repeat_share']:.1f}% |")
+        lines.append(f"| {name} |{f' {seeds[name]} |' if seeds else ''} {cells[0]} | {cells[1]} | "
+                     f"{overall['len_ratio']:.2f} | {100 * overall['repeat_share']:.1f}% |")
+    if seeds:
+        lines += ["", "Each seed's score, in the order given:", "", "| Run | BLEU by seed | chrF by seed |",
+                  "|---|---|---|"]
+        for name in runs:
+            by_seed = [", ".join(f"{v:.2f}" for v in res["overall"][name][f"{m}_seeds"]) for m in ("bleu", "chrf")]
+            lines.append(f"| {name} | {by_seed[0]} | {by_seed[1]} |")
     lines += ["", "By source length (words):", ""]
     header = (["Source words", "Sentences"] + [f"BLEU {n}" for n in runs] + [f"chrF {n}" for n in runs]
               + ["hyp/ref length " + " / ".join(runs), "repeating (%) " + " / ".join(runs)])
@@ -329,11 +381,15 @@ def render_png(res, path, title, train_max_words=None):
             xs = [i + (j - (len(runs) - 1) / 2) * width for i in range(len(buckets))]
             ys = [b["scores"][name][metric] for b in buckets]
             overall = res["overall"][name][metric]
-            bars = ax.bar(xs, ys, width, label=f"{name} (all: {overall:.1f})", color=colors[j % len(colors)])
+            sds = [b["scores"][name].get(f"{metric}_sd") for b in buckets]  # with seeds: error bars
+            yerr = [sd or 0.0 for sd in sds] if any(sd is not None for sd in sds) else None
+            label = f"{name} (all: {overall:.1f}" + (f", {res['seeds'][name]} seeds)" if res.get("seeds") else ")")
+            bars = ax.bar(xs, ys, width, yerr=yerr, capsize=2, label=label, color=colors[j % len(colors)])
             for bar, y in zip(bars, ys):
                 ax.annotate(f"{y:.1f}", (bar.get_x() + bar.get_width() / 2, y), xytext=(0, 2),
                             textcoords="offset points", ha="center", va="bottom", fontsize=7)
-        top = max([b["scores"][n][metric] for b in buckets for n in runs] + [1.0])
+        top = max([b["scores"][n][metric] + (b["scores"][n].get(f"{metric}_sd") or 0) for b in buckets for n in runs]
+                  + [1.0])
         ax.set_ylim(0, top * 1.22)
         if train_max_words:
             unseen = [i for i, b in enumerate(buckets) if b["min_words"] > train_max_words]
@@ -394,17 +450,22 @@ def main(argv=None):
         raise InputError(PROG, f"the reference {ref_path} has {len(refs)} lines but the source {args.src} has {len(src)}")
     if not src:
         raise InputError(PROG, f"the source file {args.src} is empty")
-    hyps = []
+    hyps = {}  # name: the hypotheses of each of its seeds, in the order given
     for name, path in runs:
         lines = read_lines(path)
         if len(lines) != len(src):
             raise InputError(PROG, f"hypothesis file {path} (run '{name}') has {len(lines)} lines but the source "
                              f"{args.src} has {len(src)} lines: one detokenized hypothesis per test sentence, "
                              f"in test order, is expected")
-        hyps.append((name, lines))
+        hyps.setdefault(name, []).append(lines)
+    hyps = list(hyps.items())
 
     res = compare(src, refs, hyps, edges, args.bootstrap_samples)
-    res["files"] = {"source": args.src, "reference": ref_path, "hypotheses": dict(runs)}
+    paths = {}
+    for name, path in runs:
+        paths.setdefault(name, []).append(path)
+    res["files"] = {"source": args.src, "reference": ref_path,
+                    "hypotheses": paths if res["seeds"] else {name: p[0] for name, p in paths.items()}}
     md = render_markdown(res, args.title, args.src, ref_path, runs, test_sets, args.train_max_words,
                          args.note)
     if args.best_above is not None:

@@ -1,6 +1,6 @@
 """fairseq-rope-results: renders result JSON files of fairseq-rope-score as one markdown table.
 
-    fairseq-rope-results RESULT.json [RESULT.json ...] [--output table.md]
+    fairseq-rope-results RESULT.json [RESULT.json ...] [--baseline NAME] [--output table.md]
 
 Rows keep the order of the arguments. Columns: run, architecture, tokenized compound-split
 BLEU (fairseq's convention), sacreBLEU, sentences, checkpoint; the sacreBLEU signatures and
@@ -8,6 +8,13 @@ test sets are listed under the table (one line if they are all equal). Results o
 (fairseq-rope-score --docids) add chrF, d-BLEU and seconds per document; results with a
 contrastive pronoun test (a "contrastive" field, fairseq-rope-contrastive --out-json) add the
 share of pronouns right, overall and by antecedent distance.
+
+Seeds: results that name the same "system" (the recipe's runs with SEEDS: run NAME_seedS of system
+NAME) are one system trained with several seeds. When a system has more than one, a second table gives
+each system's mean ± sample standard deviation over its seeds of sacreBLEU, chrF and the tokenized BLEU,
+every seed's sacreBLEU, and against the baseline (--baseline, default the first system) the difference
+of the means and the p-value of the paired bootstrap over seeds and test sentences
+(fairseq_rope_cli/seeds.py, 1000 resamples, seed SACREBLEU_SEED or 12345).
 """
 
 import json
@@ -70,9 +77,59 @@ def render(results):
     return "\n".join(lines) + "\n"
 
 
+def system_of(result) -> str:
+    return result.get("system") or result.get("run_name") or result.get("arch", "?")
+
+
+def render_seeds(results, baseline=None, n_samples=1000):
+    """The table across seeds (see the module's docstring), or "" when every system has one result."""
+    systems = {}
+    for r in results:
+        systems.setdefault(system_of(r), []).append(r)
+    if all(len(runs) == 1 for runs in systems.values()):
+        return ""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    from .common import read_lines
+    from .seeds import bootstrap_seed, compare_seeds, mean_sd
+
+    baseline = baseline or next(iter(systems))
+    references = {r["reference"] for r in results}
+    if len(references) > 1:
+        raise InputError(PROG, f"the results score different references ({', '.join(sorted(references))}): "
+                               "seeds are compared on one test set")
+    refs = read_lines(references.pop(), PROG)
+    order = [baseline] + [name for name in systems if name != baseline]
+    hyps = [(name, [read_lines(r["hyps_detok"], PROG) for r in systems[name]]) for name in order]
+    scores = compare_seeds(hyps, refs, {"bleu": BLEU(), "chrf": CHRF()}, n_samples, bootstrap_seed())
+
+    def cell(name, metric):
+        s = scores[name]
+        text = f"{s[metric]:.2f}" + (f" ± {s[metric + '_sd']:.2f}" if s[metric + "_sd"] is not None else "")
+        if s[metric + "_p"] is not None:
+            text += f" ({s[metric] - scores[baseline][metric]:+.2f}, p={s[metric + '_p']:.3f})"
+        return text
+
+    lines = ["", f"Across training seeds: mean ± sample standard deviation; in parentheses the difference to "
+                 f"**{baseline}** and the p-value of the paired bootstrap over seeds and test sentences "
+                 f"({n_samples} resamples, seed {os.environ.get('SACREBLEU_SEED', '12345')}; docs/evaluation.md).",
+             "", "| System | Seeds | sacreBLEU | chrF | BLEU (tokenized) | sacreBLEU by seed |",
+             "|---|---|---:|---:|---:|---|"]
+    for name in order:
+        runs = systems[name]
+        seeds = ", ".join(str(r.get("seed", "?")) for r in runs)
+        tokenized = mean_sd([r["tokenized_bleu"] for r in runs])
+        lines.append(f"| {name} | {seeds} | {cell(name, 'bleu')} | {cell(name, 'chrf')} | {tokenized['mean']:.2f}"
+                     + (f" ± {tokenized['sd']:.2f}" if tokenized["sd"] is not None else "") + " | "
+                     + ", ".join(f"{v:.2f}" for v in scores[name]["bleu_seeds"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     ap = argument_parser(PROG, __doc__)
     ap.add_argument("results", nargs="+", metavar="RESULT.json", help="result JSON files of fairseq-rope-score")
+    ap.add_argument("--baseline", metavar="NAME",
+                    help="with several seeds: the system the others are tested against (default: the first)")
     ap.add_argument("--output", help="also write the table to this file")
     args = ap.parse_args(argv)
     results = []
@@ -88,7 +145,11 @@ def main(argv=None):
             if key not in result:
                 raise InputError(PROG, f"{path} has no '{key}': not a fairseq-rope-score result")
         results.append(result)
-    table = render(results)
+    names = [system_of(r) for r in results]
+    if args.baseline is not None and args.baseline not in names:
+        raise InputError(PROG, f"--baseline {args.baseline}: no result names this system (systems: "
+                               f"{', '.join(dict.fromkeys(names))})")
+    table = render(results) + render_seeds(results, args.baseline)
     sys.stdout.write(table)
     if args.output:
         with atomic_output(args.output) as f:

@@ -26,7 +26,7 @@ TINY_MODEL = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --de
 KNOBS = """RAW_DIR DATA_BIN PREP_DIR TASK CPU_WORKERS MODEL_OVERRIDES RUN_NAME SAVE_DIR CHECKPOINT AVG_CHECKPOINT EVAL_DIR ARCH ARCHS NGPU NNODES
 NODE_RANK MASTER_ADDR MASTER_PORT LAUNCHER TOKENIZER PRETOKENIZER BPE_CODES SPM_MODEL SRCDICT TGTDICT JOINED_DICTIONARY BPE_MERGES BPE_VOCAB_THRESHOLD SPM_VOCAB_SIZE SPM_MODEL_TYPE
 SPM_INPUT_SENTENCES CLEAN_MIN CLEAN_MAX CLEAN_RATIO MAX_UPDATE LR WARMUP_INIT_LR WARMUP_UPDATES ADAM_BETAS DROPOUT
-LABEL_SMOOTHING WEIGHT_DECAY CLIP_NORM SEED TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU MAX_TOKENS UPDATE_FREQ PRECISION
+LABEL_SMOOTHING WEIGHT_DECAY CLIP_NORM SEED SEEDS BASELINE SYSTEM TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU MAX_TOKENS UPDATE_FREQ PRECISION
 SAVE_INTERVAL_UPDATES KEEP_INTERVAL_UPDATES LOG_INTERVAL LOG_FORMAT EXTRA_TRAIN_ARGS DRY_RUN AVERAGE_LAST
 CHECKPOINT_UPPER_BOUND BEAM LENPEN BACKEND CT2_QUANTIZATION CT2_DIR CT2_DEVICE CT2_THREADS CT2_BATCH_SIZE GEN_SUBSET GEN_MAX_TOKENS REF TEST_SET PARALLEL_RUNS THREADS_PER_RUN SOURCES
 DOWNLOAD_DIR RAW_OUT EXPECT_VALID_LINES EXPECT_TEST_LINES USER_DIR VIRTUAL_ENV VERBOSE PROGRESS_INTERVAL"""
@@ -187,7 +187,71 @@ def test_figures_compare_named_runs_against_the_first(recipe, tmp_path):
     assert (tmp_path / "cmp_by_length.png").stat().st_size > 0 and (tmp_path / "cmp_curves.png").stat().st_size > 0
 
 
+def model_state(path):
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+
+
+def test_seeds_train_a_run_per_seed_and_the_tables_give_their_mean(recipe, tmp_path):
+    """SEEDS="1 2" through sample_figures.sh: a run per seed and system, each trained with its --seed; seed 1
+    repeats the recipe's default run (seed 1) bit for bit, seed 2 differs; results.md and the comparison give
+    each system's mean and standard deviation over its seeds, every seed's score, and the test."""
+    import statistics
+
+    env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}
+    env.update(SEEDS="1 2", ARCHS="transformer rope_transformer", OUT_DIR=str(tmp_path), NAME="seeds")
+    proc = step("sample_figures.sh", env)
+    work = recipe["work"]
+    results = {}
+    for name in ("transformer", "rope_transformer"):
+        for seed in (1, 2):
+            run = f"{name}_seed{seed}"
+            assert f"--seed {seed} " in (work / "checkpoints" / run / "train.log").read_text()
+            results[name, seed] = json.loads((work / "eval" / run / "result.json").read_text())
+            assert (results[name, seed]["system"], results[name, seed]["seed"], results[name, seed]["run_name"]) \
+                == (name, seed, run)
+        default = model_state(work / "checkpoints" / name / "checkpoint_last.pt")
+        first = model_state(work / "checkpoints" / f"{name}_seed1" / "checkpoint_last.pt")
+        second = model_state(work / "checkpoints" / f"{name}_seed2" / "checkpoint_last.pt")
+        assert default.keys() == first.keys()
+        assert all(torch_equal(default[k], first[k]) for k in default), "the same seed trained another model"
+        assert not all(torch_equal(first[k], second[k]) for k in first), "two seeds trained the same model"
+        assert results[name, 1]["hyps_detok"] != results[name, 2]["hyps_detok"]
+
+    table = (work / "results.md").read_text()
+    assert table in proc.stdout
+    for name in ("transformer", "rope_transformer"):
+        chrf = [results[name, seed]["chrf"] for seed in (1, 2)]
+        bleu = [results[name, seed]["sacrebleu"] for seed in (1, 2)]
+        row = re.search(rf"^\| {name} \| 1, 2 \| ([\d.]+) ± ([\d.]+).*?\| ([\d.]+) ± ([\d.]+)", table, re.M)
+        assert row, table
+        assert float(row[1]) == pytest.approx(statistics.mean(bleu), abs=0.006)
+        assert float(row[2]) == pytest.approx(statistics.stdev(bleu), abs=0.006)
+        assert float(row[3]) == pytest.approx(statistics.mean(chrf), abs=0.006)
+        assert float(row[4]) == pytest.approx(statistics.stdev(chrf), abs=0.006)
+    assert chrf[0] != chrf[1]  # the seeds' outputs differ where the metric can tell
+    assert re.search(r"^\| rope_transformer \| 1, 2 \| [\d.]+ ± [\d.]+ \([+-][\d.]+, p=[\d.]+\)", table, re.M)
+
+    cmp = (tmp_path / "seeds_by_length.md").read_text()
+    assert "over seeds and test sentences" in cmp
+    means = {name: statistics.mean(results[name, s]["chrf"] for s in (1, 2)) for name in ("transformer", "rope_transformer")}
+    row = re.search(r"^\| rope_transformer \| 2 \| [\d.]+ ± [\d.]+ \(.*?\) \| ([\d.]+) ± [\d.]+ \(([+-][\d.]+), p=", cmp, re.M)
+    assert row, cmp
+    assert float(row[1]) == pytest.approx(means["rope_transformer"], abs=0.006)
+    assert float(row[2]) == pytest.approx(means["rope_transformer"] - means["transformer"], abs=0.011)
+
+
+def torch_equal(a, b):
+    import torch
+
+    return torch.equal(a, b)
+
+
 @pytest.mark.parametrize("extra, message", [
+    (dict(SEEDS="1 x"), "SEEDS must be an integer >= 0, got 'x'"),
+    (dict(SEEDS="1 2 1"), "SEEDS lists seed 1 twice"),
+    (dict(BASELINE="nope"), "BASELINE=nope is not a run of ARCHS"),
     (dict(ARCHS="transformer x=transformer", ARGS_y="--dropout 0"),
      "ARGS_y is set, but no run in ARCHS is named 'y'"),
     (dict(ARCHS="transformer transformer"), "two runs are named 'transformer'"),

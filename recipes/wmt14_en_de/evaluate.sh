@@ -13,6 +13,8 @@
 #                    (cuda with a GPU), CT2_THREADS 0 (CTranslate2's choice), CT2_BATCH_SIZE 64
 #   MODEL_OVERRIDES  model options for translation, as fairseq-generate's --model-overrides, e.g.
 #                    "{'rope_scaling': 'linear', 'rope_scaling_factor': 2.0}" (BACKEND=fairseq only)
+#   SYSTEM, SEED     recorded in result.json when SYSTEM is set (run.sh: the run's system and training seed,
+#                    which fairseq-rope-results and fairseq-rope-compare group seeds by)
 #   EVAL_DIR         outputs (default: $WORK_DIR/eval/$RUN_NAME, with -ct2-$CT2_QUANTIZATION for
 #                    ctranslate2): generate.out, hyps.*, result.json
 # Documents (data prepared with CONTEXT=K, recorded in DATA_BIN/recipe.env; or DOCIDS given):
@@ -174,6 +176,7 @@ if [ -n "$CONTRASTIVE_JSON" ]; then
   fields+=(--extra-file "$out")
 fi
 [ -z "$MODEL_OVERRIDES" ] || fields+=(--set "model_overrides=$MODEL_OVERRIDES")
+[ -z "${SYSTEM:-}" ] || fields+=(--set "system=$SYSTEM" --set "seed=${SEED:?SYSTEM=$SYSTEM needs SEED (the training seed of the run)}")
 if [ "$BACKEND" = ctranslate2 ]; then  # the compute type CTranslate2 used: from the info fairseq-rope-ct2-generate wrote
   fields+=(--set "ct2_dir=$CT2_DIR" --set "ct2_quantization=$CT2_QUANTIZATION" --extra-file "$GEN.info.json")
 fi

@@ -7,6 +7,13 @@
 #                  absolute positions or Shaw's keys-only ablation:
 #                    ARCHS="transformer_wmt_en_de learned=transformer_wmt_en_de rpe_keys=rpe_transformer_wmt_en_de"
 #                    ARGS_learned="--encoder-learned-pos --decoder-learned-pos" ARGS_rpe_keys="--rpe-keys-only"
+#   SEEDS          training seeds, e.g. "1 2 3": every run is trained once per seed, as run NAME_seedS
+#                  (checkpoints/NAME_seedS, eval/NAME_seedS, fairseq-train --seed S), and the table gives
+#                  each run's mean and standard deviation over its seeds, every seed's figure, and a test
+#                  against BASELINE that accounts for seeds and test sentences (docs/evaluation.md).
+#                  Default: unset, one run per entry of ARCHS with train.sh's SEED (1), named NAME
+#   BASELINE       the run the others are tested against when there are several seeds (default: the first
+#                  run whose architecture starts with "transformer", else the first run)
 #   PARALLEL_RUNS  1: architectures one after the other (default). N > 1: train/average/evaluate
 #                  up to N architectures at once, each with THREADS_PER_RUN CPU threads
 #                  (default 1; for CPU runs such as the sample, where one process per core is
@@ -22,18 +29,43 @@ PARALLEL_RUNS=${PARALLEL_RUNS:-1}
 THREADS_PER_RUN=${THREADS_PER_RUN:-1}
 [ -n "${ARCHS// /}" ] || die "ARCHS is empty: name at least one architecture"
 # the runs: names (outputs checkpoints/<name>, eval/<name>), their architectures and own flags
-runs=()
-declare -A arch_of=()
+SEEDS=${SEEDS:-}
+seeds=()
+for seed in $SEEDS; do
+  need_int SEEDS "$seed"
+  [[ " ${seeds[*]} " != *" $seed "* ]] || die "SEEDS lists seed $seed twice (SEEDS=\"$SEEDS\")"
+  seeds+=("$seed")
+done
+[ -z "${SEEDS// /}" ] || [ ${#seeds[@]} -gt 0 ] || die "SEEDS is set but lists no seed"
+# the runs: names (outputs checkpoints/<name>, eval/<name>), their architectures, own flags and seeds;
+# with SEEDS, run NAME_seedS is seed S of the system NAME
+systems=() runs=()
+declare -A arch_of=() system_of=() seed_of=()
 for entry in $ARCHS; do
   name=${entry%%=*} arch=${entry#*=}
   [[ "$name" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "ARCHS: run name '$name' (in '$entry') must be letters, digits and _"
   [[ "$arch" =~ ^[A-Za-z0-9_]+$ ]] || die "ARCHS: '$entry' must be ARCH or NAME=ARCH"
-  [ -z "${arch_of[$name]+x}" ] || die "ARCHS: two runs are named '$name'; give one another name (NAME=ARCH)"
-  runs+=("$name"); arch_of[$name]=$arch
+  [[ " ${systems[*]} " != *" $name "* ]] || die "ARCHS: two runs are named '$name'; give one another name (NAME=ARCH)"
+  systems+=("$name")
+  if [ ${#seeds[@]} -eq 0 ]; then
+    runs+=("$name"); arch_of[$name]=$arch system_of[$name]=$name seed_of[$name]=${SEED:-1}
+  else
+    for seed in "${seeds[@]}"; do
+      run=${name}_seed$seed
+      runs+=("$run"); arch_of[$run]=$arch system_of[$run]=$name seed_of[$run]=$seed
+    done
+  fi
 done
 for var in $(compgen -v ARGS_ || true); do  # a run's flags for a run that does not exist: a typo
-  [ -n "${arch_of[${var#ARGS_}]+x}" ] || die "$var is set, but no run in ARCHS is named '${var#ARGS_}' (ARCHS=\"$ARCHS\")"
+  [[ " ${systems[*]} " == *" ${var#ARGS_} "* ]] || die "$var is set, but no run in ARCHS is named '${var#ARGS_}' (ARCHS=\"$ARCHS\")"
 done
+if [ -z "${BASELINE:-}" ]; then
+  BASELINE=${systems[0]}
+  for entry in $ARCHS; do
+    if [[ "${entry#*=}" == transformer* ]]; then BASELINE=${entry%%=*}; break; fi
+  done
+fi
+[[ " ${systems[*]} " == *" $BASELINE "* ]] || die "BASELINE=$BASELINE is not a run of ARCHS (\"$ARCHS\")"
 # run_args NAME: the EXTRA_TRAIN_ARGS of run NAME (the global ones, then ARGS_<name>)
 run_args() {
   local own="ARGS_$1"
@@ -51,8 +83,9 @@ stage() {  # stage NAME SCRIPT [VAR=VALUE...]: the script says what it starts; i
   log "=== $name: done in $((SECONDS - start)) s ==="
 }
 model() {  # model NAME [VAR=VALUE...]: train, average, evaluate one run
-  local name=$1 arch=${arch_of[$1]}; shift
-  local run=(ARCH="$arch" RUN_NAME="$name" EXTRA_TRAIN_ARGS="$(run_args "$name")")
+  local name=$1 arch=${arch_of[$1]} system=${system_of[$1]}; shift
+  local run=(ARCH="$arch" RUN_NAME="$name" SYSTEM="$system" SEED="${seed_of[$name]}"
+             EXTRA_TRAIN_ARGS="$(run_args "$system")")
   stage "train $name" train.sh "${run[@]}" "$@"
   stage "average $name" average.sh "${run[@]}" "$@"
   stage "evaluate $name" evaluate.sh "${run[@]}" "$@"
@@ -77,5 +110,5 @@ else
   [ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]} (see the {run}-prefixed lines above and $WORK_DIR/checkpoints/<run>/train.log)"
 fi
 log "=== results ($WORK_DIR/results.md) ==="
-fairseq-rope-results "${results[@]}" --output "$WORK_DIR/results.md"
+fairseq-rope-results "${results[@]}" --baseline "$BASELINE" --output "$WORK_DIR/results.md"
 log "all stages done in $SECONDS s"
