@@ -29,17 +29,27 @@ float32 while q and k are float16/bfloat16). The table grows on demand and is ne
 How the rotation runs (``RopeOptions.rotation``, decided once when the module is built): "eager",
 the two element-wise products above (``apply_rotary``); "triton", one fused kernel per call,
 forward and backward (fused_rotary.py); "compile", ``apply_rotary`` compiled by torch.compile;
-"auto", the kernel for tensors on a GPU where Triton is installed, eager on the CPU. All compute
-the same eq. 34 from the same table.
+"auto", the kernel wherever it runs (a CUDA or ROCm GPU where Triton is installed, or the CPU under
+TRITON_INTERPRET=1) once it has proved itself there, else eager. All compute the same eq. 34 from the
+same table.
+
+A kernel proves itself before anyone depends on it: the first time a device and dtype ask for it, it
+rotates a small probe (both layouts, a partial rotary dimension, an offset) forward and backward, and
+the result must equal eq. 34 computed eagerly in float64 within the dtype's rounding. Where it cannot
+compile or launch, or differs, "auto" takes the eager rotation and says why in one warning line (once
+per device and dtype in a process); "triton", asked for by name, raises the reason instead.
 """
 
+import logging
 import math
-from typing import Callable, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
 from .fused_rotary import TRITON_INSTALLED, fused_rotation, kernel_available
+
+logger = logging.getLogger(__name__)
 
 # Scalings for inputs longer than the training lengths (RopeOptions.scaling; none = the paper's):
 #   linear: theta_i / F                  position interpolation (Chen et al. 2023): m -> m / F
@@ -117,18 +127,30 @@ class RotaryEmbedding(nn.Module):
         return self.cos_table[start:end].to(dtype), self.sin_table[start:end].to(dtype)
 
     def use_kernel(self, x: Tensor) -> bool:
-        """Whether ``x`` (B x H x T x C) goes through the fused kernel: "auto" on a GPU where Triton is
-        installed; "triton" wherever the kernel runs (a GPU, or the CPU under TRITON_INTERPRET=1),
-        elsewhere an error."""
-        if self.options.rotation not in ("auto", "triton") or x.dim() != 4:
+        """Whether ``x`` (B x H x T x C) goes through the fused kernel: "auto" and "triton" wherever the
+        kernel runs (a GPU, or the CPU under TRITON_INTERPRET=1) and has passed its probe on x's device
+        and dtype; otherwise "auto" rotates eagerly (with one warning when the probe failed) and
+        "triton" raises."""
+        rotation = self.options.rotation
+        if rotation not in ("auto", "triton") or x.dim() != 4:
             return False
-        if self.options.rotation == "auto":
-            return x.is_cuda and TRITON_INSTALLED
         if not kernel_available(x):
+            if rotation == "auto":
+                return False
             raise RuntimeError(f"--rope-rotation triton: the Triton kernel cannot rotate a {x.device.type} tensor "
                                f"({'Triton is not installed' if not TRITON_INSTALLED else 'a CUDA GPU is needed'}; "
                                "TRITON_INTERPRET=1 runs it on the CPU, slowly); use --rope-rotation auto or eager")
-        return True
+        failure = kernel_failure(x.device, x.dtype)
+        if failure is None:
+            return True
+        where = f"{x.device} ({str(x.dtype).replace('torch.', '')})"
+        if rotation == "triton":
+            raise RuntimeError(f"--rope-rotation triton: the Triton kernel on {where}: {failure}; "
+                               "use --rope-rotation auto or eager")
+        if (x.device, x.dtype) not in WARNED:
+            WARNED.add((x.device, x.dtype))
+            logger.warning(f"--rope-rotation auto: the eager rotation on {where}, not the Triton kernel: {failure}")
+        return False
 
     def rotate(self, x: Tensor, start: int = 0) -> Tensor:
         """``x`` (... x T x C) rotated at positions start .. start+T-1 along its second-last axis,
@@ -163,6 +185,51 @@ class RotaryEmbedding(nn.Module):
         if self.use_kernel(x):  # B x T x rot tables, float32
             return fused_rotation(x, cos.float(), sin.float(), self.options.layout)
         return self.eager(x, cos[:, None].to(x.dtype), sin[:, None].to(x.dtype), self.options.layout)
+
+
+# the probe's verdict per (device, dtype) in this process: None = the kernel proved itself, else why not
+PROBED: Dict[Tuple[torch.device, torch.dtype], Optional[str]] = {}
+WARNED = set()  # (device, dtype) for which "auto" said that it rotates eagerly
+
+
+def kernel_failure(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+    """Why the fused kernel is not to be used on ``device`` in ``dtype``, or None when it passed its probe
+    there (probed on the first call for each device and dtype): ``probe_kernel``."""
+    key = (device, dtype)
+    if key not in PROBED:
+        PROBED[key] = probe_kernel(device, dtype)
+    return PROBED[key]
+
+
+def probe_kernel(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+    """Rotates a small probe (B 2, 2H 4, T 5, D 12 with 8 rotary channels, positions 3 .. 7) with the fused
+    kernel in ``dtype`` on ``device``, forward and backward, for both layouts, and compares with eq. 34
+    computed eagerly in float64 (``apply_rotary``, and its gradient by autograd). Returns None when every
+    value is within 8 units of the dtype's rounding of the probe's magnitude, else the reason: the
+    kernel's error (cannot compile or launch) or its largest difference."""
+    g = torch.Generator().manual_seed(0)
+    x64, grad64 = (torch.randn(2, 4, 5, 12, generator=g, dtype=torch.float64) for _ in range(2))
+    x64, grad64 = x64.to(dtype).double(), grad64.to(dtype).double()  # values the dtype holds exactly
+    tolerance = 8 * torch.finfo(dtype).eps * float(torch.cat([x64, grad64]).abs().max())
+    angles = torch.outer(torch.arange(8, dtype=torch.float64), frequencies(10000.0, 8))
+    for layout in ("interleaved", "half"):
+        cos, sin = signed_rows(angles.cos(), angles.sin(), layout)  # 8 x 8: positions 0 .. 7
+        reference = x64.clone().requires_grad_()
+        want = apply_rotary(reference, cos[3:], sin[3:], layout)
+        want.backward(grad64)
+        x = x64.to(device, dtype).requires_grad_()
+        try:
+            with torch.enable_grad(), torch.autocast(device.type, enabled=False):
+                out = fused_rotation(x, cos.to(device, torch.float32), sin.to(device, torch.float32), layout, start=3)
+                out.backward(grad64.to(device, dtype))
+        except Exception as error:  # Triton's compiler, a launch on an unsupported GPU, a missing driver ...
+            return f"it failed on its probe ({type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]})"
+        difference = max(float((out.detach().double().cpu() - want.detach()).abs().max()),
+                         float((x.grad.double().cpu() - reference.grad).abs().max()))
+        if not difference <= tolerance:  # (NaN too)
+            return (f"its probe ({layout} layout) differs from the eager rotation by {difference:.3g}, more than "
+                    f"the {tolerance:.3g} that {str(dtype).replace('torch.', '')} rounding allows")
+    return None
 
 
 def frequencies(theta: float, dim: int, scaling: str = "none", factor=1.0, length=None) -> Tensor:

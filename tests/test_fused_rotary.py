@@ -3,6 +3,7 @@ backward, and a model with it against the eager model. On a CPU the kernel runs 
 interpreter (TRITON_INTERPRET=1, set in conftest.py before triton is imported): float32 and float16
 only (the interpreter has no bfloat16 arithmetic); tests/test_cuda.py runs it on a GPU."""
 
+import logging
 import os
 import shutil
 import subprocess
@@ -11,14 +12,26 @@ import sys
 import pytest
 import torch
 
-from fairseq_rope.fused_rotary import TRITON_INSTALLED, kernel_available
+from fairseq_rope import fused_rotary, rotary
+from fairseq_rope.fused_rotary import TRITON_INSTALLED
 from fairseq_rope.options import RopeOptions
 from fairseq_rope.rotary import RotaryEmbedding
 
-from conftest import random_tokens
+from conftest import INTERPRETER, random_tokens
 
-pytestmark = pytest.mark.skipif(not (TRITON_INSTALLED and kernel_available(torch.zeros(1))),
+pytestmark = pytest.mark.skipif(not (TRITON_INSTALLED and (INTERPRETER or torch.cuda.is_available())),
                                 reason="Triton is not installed (a CPU-only torch build): no kernel to test")
+
+
+@pytest.fixture(autouse=True)
+def interpreter(monkeypatch):
+    """The kernel on CPU tensors through Triton's interpreter (built for it in conftest.py), for this
+    module's tests only; every probe verdict and warning of "auto" forgotten before each test."""
+    monkeypatch.setattr(fused_rotary, "INTERPRET", INTERPRETER)
+    if INTERPRETER:  # (Triton's interpreter reads it at each launch as well)
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(rotary, "PROBED", {})
+    monkeypatch.setattr(rotary, "WARNED", set())
 
 # float32 arithmetic in the kernel, one rounding to x's dtype on the store (bfloat16: on a GPU only)
 TOLERANCES = {torch.float32: dict(rtol=1e-6, atol=1e-6), torch.float16: dict(rtol=1e-3, atol=1e-3),
@@ -163,6 +176,73 @@ def test_triton_rotation_where_the_kernel_cannot_run_names_the_flag():
     assert done.returncode == 1 and "torch.Size([1, 2, 3, 8])" in done.stdout
     assert "RuntimeError: --rope-rotation triton: the Triton kernel cannot rotate a cpu tensor" in done.stderr
     assert "use --rope-rotation auto or eager" in done.stderr
+
+
+def count_kernel_calls(monkeypatch):
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args[0].shape)
+        return fused_rotary.fused_rotation(*args, **kwargs)
+
+    monkeypatch.setattr(rotary, "fused_rotation", counted)
+    return calls
+
+
+def test_auto_takes_the_kernel_once_it_has_passed_its_probe(monkeypatch):
+    """auto on the CPU under the interpreter: the probe runs once (both layouts), passes, and every rotation
+    then goes through the kernel, equal to the eager rotation."""
+    calls = count_kernel_calls(monkeypatch)
+    x = packed_qk(2, 2, 6, 8, torch.float32, seed=3)
+    auto, eager = RotaryEmbedding(8, RopeOptions(rotation="auto")), RotaryEmbedding(8, RopeOptions(rotation="eager"))
+    torch.testing.assert_close(auto.rotate(x, 2), eager.rotate(x, 2), rtol=1e-6, atol=1e-6)
+    assert rotary.PROBED == {(torch.device("cpu"), torch.float32): None}
+    assert calls == [(2, 4, 5, 12), (2, 4, 5, 12), (2, 4, 6, 8)]  # the probe's two layouts, then x
+    auto.rotate(x, 0)
+    assert len(calls) == 4  # probed once
+
+
+def wrong_by(epsilon):
+    """A kernel that is off by ``epsilon`` on every value it writes, forward and backward."""
+    right = fused_rotary.launch
+    return lambda *args, **kwargs: right(*args, **kwargs) + epsilon
+
+
+def failing(*args, **kwargs):
+    raise RuntimeError("PTX .version 9.9 does not support .target sm_00\nmore lines of the compiler")
+
+
+@pytest.mark.parametrize("kernel, reason", [
+    (failing, "it failed on its probe (RuntimeError: PTX .version 9.9 does not support .target sm_00)"),
+    (wrong_by(1e-3), "its probe (interleaved layout) differs from the eager rotation by 0.001, more than the "),
+])
+def test_a_kernel_that_fails_or_is_wrong_is_not_used_by_auto_and_is_an_error_by_name(monkeypatch, caplog, kernel,
+                                                                                     reason):
+    """The probe catches a kernel that cannot compile or launch, and one that is wrong by 1e-3 (far above
+    float32 rounding): auto rotates eagerly and says so once, naming the device, dtype and reason; triton,
+    asked for by name, raises the reason."""
+    monkeypatch.setattr(fused_rotary, "launch", kernel)
+    x = packed_qk(2, 2, 6, 8, torch.float32, seed=3)
+    auto, eager = RotaryEmbedding(8, RopeOptions(rotation="auto")), RotaryEmbedding(8, RopeOptions(rotation="eager"))
+    with caplog.at_level(logging.WARNING, logger="fairseq_rope.rotary"):
+        for start in (0, 4):
+            assert torch.equal(auto.rotate(x, start), eager.rotate(x, start))
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("--rope-rotation auto: the eager rotation on cpu (float32), not the Triton kernel: "
+                                  + reason)
+    with pytest.raises(RuntimeError) as error:
+        RotaryEmbedding(8, RopeOptions(rotation="triton")).rotate(x)
+    assert str(error.value).startswith("--rope-rotation triton: the Triton kernel on cpu (float32): " + reason)
+
+
+def test_a_kernel_wrong_by_less_than_float32_rounding_passes_its_probe(monkeypatch):
+    """The probe's tolerance is the dtype's rounding: an error of 1e-7 on values of magnitude ~3 passes in
+    float32 (8 eps x 3 ~ 3e-6), 1e-5 does not."""
+    monkeypatch.setattr(fused_rotary, "launch", wrong_by(1e-7))
+    assert rotary.probe_kernel(torch.device("cpu"), torch.float32) is None
+    monkeypatch.setattr(fused_rotary, "launch", wrong_by(1e-5))
+    assert "differs from the eager rotation" in rotary.probe_kernel(torch.device("cpu"), torch.float32)
 
 
 def test_bad_rotation_names_the_flag():
