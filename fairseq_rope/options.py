@@ -79,8 +79,8 @@ class RopeOptions(PositionEncoding):
                                                      "generation use 0, 1, 2, ..."})
 
     rotation: str = field(default="auto", metadata={
-        "metavar": "R", "help": "how the rotation runs (the same eq. 34): 'auto' (a fused Triton kernel for tensors "
-                                "on a GPU where Triton is installed, eager otherwise), 'eager' (element-wise torch "
+        "metavar": "R", "help": "how the rotation runs (the same eq. 34): 'auto' (a fused Triton kernel where it runs, "
+                                "a GPU or TRITON_INTERPRET=1, once it passed a probe there; eager otherwise), 'eager' (element-wise torch "
                                 "operations), 'triton' (the kernel, or an error where it cannot run) or 'compile' "
                                 "(the eager rotation compiled by torch.compile)"})
 
