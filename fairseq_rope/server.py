@@ -5,12 +5,15 @@
 
 LibreTranslate's API (``POST /translate``, ``GET /languages``, ``GET /health``, ``GET /frontend/settings``,
 errors as ``{"error": ...}``, CORS for every origin) over one or more models, each a language pair, and a
-web page at ``/``. A text is running text (fairseq_rope_text.running_text: split into sentences, its
-layout kept) or HTML (the text between its tags translated, the tags kept). The sentences of all
-requests to a model wait in one queue per model; a thread takes them, round robin over the requests
-that wait (one sentence of each in turn, so a long text does not hold a short one behind it), up to a
-budget of source subwords or a short wait for more, and translates them in one beam search. A
-document-level model translates the sentences of a request as one document, one request at a time.
+web page at ``/``. Every answer is JSON, errors too (an unknown path, a wrong method, a body too
+large, a bug: "internal error", its traceback logged); each request is one INFO line of the logger
+``fairseq_rope.server`` (method, path, status, seconds). A text is running text
+(fairseq_rope_text.running_text: split into sentences, its layout kept) or HTML (the text between its
+tags translated, the tags kept). The sentences of all requests to a model wait in one queue per model;
+a thread takes them, round robin over the requests that wait (one sentence of each in turn, so a long
+text does not hold a short one behind it), up to a budget of source subwords or a short wait for more,
+and translates them in one beam search. A document-level model translates the sentences of a request
+as one document, one request at a time.
 
 Only the standard library at import time besides Starlette (the ``serve`` extra).
 """
@@ -21,22 +24,28 @@ import contextlib
 import html
 import itertools
 import json
+import logging
 import os
 import re
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Route
 
 from fairseq_rope_text.running_text import join_text, line_ending, split_text
 
+LOG = logging.getLogger(__name__)  # one INFO line per request; tracebacks of internal errors
+MAX_DEPTH = 32  # arrays and objects in one another in a JSON body (a request needs 2)
 WEB_PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web", "index.html")
 NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
          "es": "Spanish", "et": "Estonian", "fi": "Finnish", "fr": "French", "hi": "Hindi", "hu": "Hungarian",
@@ -57,6 +66,12 @@ class Limits:
     api_keys: Optional[Dict[str, int]] = None  # key: requests per minute (0: no limit); None: no keys
     req_limit: int = 0              # requests per minute per client without keys (0: no limit)
     web_page: bool = True
+
+    def body_limit(self) -> int:
+        """Bytes a request's body may hold (413 past it): 1 MiB, or 12 bytes per character of char_limit
+        and 64 KiB more where that is more (a character may take 12: a JSON escape of a surrogate pair,
+        four %XX of UTF-8); 16 MiB with no character limit."""
+        return max(1 << 20, 12 * self.char_limit + (64 << 10)) if self.char_limit else 16 << 20
 
 
 class ServedModel:
@@ -220,6 +235,67 @@ class Failure(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
+def shown(value) -> str:
+    """``value`` as an error message quotes it: as JSON writes it (true, "lots"), cut at 60 characters."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def utf8(raw: bytes, what: str) -> str:
+    """``raw`` decoded; bytes that are not UTF-8 are a 400 naming ``what`` holds them."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise Failure(400, f"Invalid request: {what} is not UTF-8 (byte {raw[error.start]:#04x} at "
+                           f"{error.start})") from None
+
+
+def form_fields(text: str, what: str) -> dict:
+    """The fields of a form or a URL's query (``a=1&q=x&q=y``); a %-escape that is not UTF-8 is a 400."""
+    try:
+        pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError as error:
+        raise Failure(400, f"Invalid request: {what} is not UTF-8 (a %-escape of byte "
+                           f"{error.object[error.start]:#04x})") from None
+    return fields(pairs)
+
+
+def fields(pairs) -> dict:
+    """Fields from (name, value) pairs: q as a list where it is given more than once, the last value of
+    any other field."""
+    values = {name: value for name, value in pairs if name != "q"}
+    q = [value for name, value in pairs if name == "q"]
+    if q:
+        values["q"] = q[0] if len(q) == 1 else q
+    return values
+
+
+STEP = {"[": 1, "{": 1, "]": -1, "}": -1}  # how a bracket changes the depth
+
+
+def nesting(text: str) -> int:
+    """How deep arrays and objects nest in the JSON ``text`` (brackets in its strings not counted): how
+    deep json.loads would recurse (100,000 levels: a RecursionError)."""
+    unescaped = re.sub(r"\\.", "", text, flags=re.S)  # (\" among them)
+    outside = re.sub(r'"[^"]*"?', "", unescaped)  # strings (one not closed: to the end) left out
+    return max(itertools.accumulate(map(STEP.get, outside, itertools.repeat(0))), default=0)
+
+
+def whole_number(params: dict, name: str) -> int:
+    """An integer field: a JSON integer or decimal digits (as a form or a URL sends it); 0 where it is
+    missing, null or empty. 2.5, true and "lots" are a 400 naming the field."""
+    value = params.get(name)
+    if value is None or value == "":
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value):
+        with contextlib.suppress(ValueError):  # (past 4300 digits, Python's limit)
+            return int(value)
+    raise Failure(400, f"Invalid request: {name} must be a whole number (a JSON integer, or digits in a form or "
+                       f"the URL), got {shown(value)}")
+
+
 # a tag: "<" then a letter, "/", "!" or "?" (a "<" in text, "a < b", is text); comments and CDATA whole
 TAG = re.compile(r"""<!--.*?-->|<!\[CDATA\[.*?\]\]>|<[a-zA-Z/!?](?:"[^"]*"|'[^']*'|[^'">])*>""", re.S)
 RAW_TEXT = re.compile(r"<(script|style|code|pre|textarea)\b", re.I)
@@ -280,30 +356,59 @@ class Server:
         self.rates: Dict[str, collections.deque] = collections.defaultdict(collections.deque)
 
     # ---- requests -------------------------------------------------------------------------------
-    async def params(self, request: Request) -> dict:
-        """The request's fields from its URL and its body (JSON or a form), as LibreTranslate reads them
-        (deep-translator, for one, sends them in the URL of a POST)."""
-        def fields(multi) -> dict:
-            values = {k: v for k, v in multi.items() if k != "q"}
-            q = multi.getlist("q")
-            if q:
-                values["q"] = q[0] if len(q) == 1 else list(q)
-            return values
+    async def body(self, request: Request) -> bytes:
+        """The request's body, read up to the limit (413 past it)."""
+        limit, chunks, size = self.limits.body_limit(), [], 0
+        try:
+            async for chunk in request.stream():
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > limit:
+                    raise Failure(413, f"Invalid request: the body is larger than the limit ({limit} bytes)")
+        except ClientDisconnect:
+            raise Failure(400, "Invalid request: the client left before sending its whole body") from None
+        return b"".join(chunks)
 
-        values = fields(request.query_params)
-        if request.method == "GET":
+    async def params(self, request: Request) -> dict:
+        """The request's fields from its URL and its body (JSON, a form or multipart form data, each UTF-8;
+        the media type in any case, with parameters), as LibreTranslate reads them (deep-translator, for
+        one, sends them in the URL of a POST)."""
+        values = form_fields(utf8(request.scope["query_string"], "the URL's query"), "the URL's query")
+        body = await self.body(request)
+        if not body:
             return values
-        kind = request.headers.get("content-type", "")
-        if kind.startswith("application/json"):
+        kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        text = utf8(body, "the body")
+        if kind == "application/json":
+            if nesting(text) > MAX_DEPTH:
+                raise Failure(400, f"Invalid request: the JSON body nests arrays and objects deeper than "
+                                   f"{MAX_DEPTH} levels")
             try:
-                body = await request.json()
-            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                given = json.loads(text)
+            except ValueError as error:
                 raise Failure(400, f"Invalid request: the body is not JSON ({error})") from None
-            if not isinstance(body, dict):
+            if not isinstance(given, dict):
                 raise Failure(400, "Invalid request: the JSON body must be an object")
-            values.update(body)
-        elif kind.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
-            values.update(fields(await request.form()))
+            try:  # ("\ud800" is JSON, but no text: not a character of UTF-8)
+                json.dumps(given, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise Failure(400, "Invalid request: the JSON body holds a lone surrogate (a \\ud800 to \\udfff "
+                                   "escape that is not half of a pair), which is not text") from None
+            values.update(given)
+        elif kind == "application/x-www-form-urlencoded":
+            values.update(form_fields(text, "the form"))
+        elif kind == "multipart/form-data":
+            async def chunks():
+                yield body
+            try:
+                form = await MultiPartParser(request.headers, chunks(), max_files=0,
+                                             max_part_size=self.limits.body_limit()).parse()
+            except MultiPartException as error:
+                raise Failure(400, f"Invalid request: the multipart body: {error.message}") from None
+            values.update(fields(form.multi_items()))
+        else:
+            raise Failure(400, f"Invalid request: a body of type {shown(kind) if kind else 'none given'}; send "
+                               "application/json, application/x-www-form-urlencoded or multipart/form-data")
         return values
 
     def check_key(self, request: Request, params: dict):
@@ -365,10 +470,7 @@ class Server:
         chars = sum(len(t) for t in texts)
         if self.limits.char_limit and chars > self.limits.char_limit:
             raise Failure(400, f"Invalid request: request ({chars}) exceeds text limit ({self.limits.char_limit})")
-        try:
-            alternatives = int(params.get("alternatives", 0) or 0)
-        except (TypeError, ValueError):
-            raise Failure(400, f"Invalid request: alternatives must be a whole number, got {params['alternatives']!r}")
+        alternatives = whole_number(params, "alternatives")
         model = self.pair(params["source"], params["target"])
         if not 0 <= alternatives < model.beam:
             raise Failure(400, f"Invalid request: alternatives must be 0 to {model.beam - 1} (the beam is {model.beam})")
@@ -449,6 +551,53 @@ class Server:
         return FileResponse(WEB_PAGE, media_type="text/html; charset=utf-8")
 
 
+def json_error(status: int, message: str, headers: Optional[dict] = None) -> JSONResponse:
+    """An answer other than 200: ``{"error": message}``, with CORS as every answer."""
+    return JSONResponse({"error": message}, status_code=status,
+                        headers={**(headers or {}), "Access-Control-Allow-Origin": "*"})
+
+
+async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    """Starlette's own answers (an unknown path, a method the path does not take) as JSON."""
+    path, headers = request.url.path, exc.headers or {}
+    if exc.status_code == 404:
+        message = f"Not Found: {path} (this server answers POST /translate, GET /languages, GET /health)"
+    elif exc.status_code == 405:
+        message = f"Method Not Allowed: {request.method} {path} (allowed: {headers.get('Allow')})"
+    else:
+        message = exc.detail
+    return json_error(exc.status_code, message, headers)
+
+
+async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+    """A bug outside an endpoint (the ASGI server logs its traceback)."""
+    return json_error(500, "internal error")
+
+
+class AccessLog:
+    """One INFO line per request: method, path (its query left out: it may hold texts and keys), status
+    and seconds, e.g. ``POST /translate 200 0.412 s``."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, status = time.perf_counter(), [500]  # (500 where the app raised before answering)
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            LOG.info("%s %s %d %.3f s", scope["method"], urllib.parse.quote(scope["path"]), status[0],
+                     time.perf_counter() - started)
+
+
 def make_app(models: List[ServedModel], limits: Limits = None, load=None) -> Starlette:
     """The ASGI app over ``models`` (or over what ``load()`` returns, called in a thread at start-up, while
     ``/health`` answers 503 "loading")."""
@@ -465,7 +614,7 @@ def make_app(models: List[ServedModel], limits: Limits = None, load=None) -> Sta
         async def handle(request: Request):
             server = state["server"]
             if state["failed"]:
-                answer = JSONResponse({"error": f"the models failed to load: {state['failed']}"}, status_code=500)
+                answer = json_error(500, f"the models failed to load: {state['failed']}")
             elif server is None:
                 answer = JSONResponse({"status": "loading", "models": []} if name == "health" else
                                       {"error": "the models are still loading"}, status_code=503,
@@ -474,8 +623,10 @@ def make_app(models: List[ServedModel], limits: Limits = None, load=None) -> Sta
                 try:
                     answer = await getattr(server, name)(request)
                 except Failure as failure:
-                    answer = JSONResponse({"error": failure.message}, status_code=failure.status,
-                                          headers=failure.headers)
+                    answer = json_error(failure.status, failure.message, failure.headers)
+                except Exception:  # a bug: the client learns no more than that, the log has its traceback
+                    LOG.exception("internal error in %s %s", request.method, request.url.path)
+                    answer = json_error(500, "internal error")
             answer.headers["Access-Control-Allow-Origin"] = "*"  # on every answer, as LibreTranslate's
             return answer
         return handle
@@ -506,5 +657,7 @@ def make_app(models: List[ServedModel], limits: Limits = None, load=None) -> Sta
     if limits.web_page:
         routes.append(Route("/", endpoint("page"), methods=["GET"]))
     return Starlette(routes=routes, lifespan=lifespan,
-                     middleware=[Middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"],
+                     exception_handlers={HTTPException: http_error, Exception: internal_error},
+                     middleware=[Middleware(AccessLog),
+                                 Middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"],
                                             allow_headers=["*"])])

@@ -10,13 +10,16 @@ exists, else checkpoint_best.pt), or a fairseq-rope-ct2 export alone (CTranslate
 model's own. Clients that speak LibreTranslate (deep-translator, SearXNG, Weblate, ...) use it as they
 use LibreTranslate: POST /translate with q (a text or a list), source, target, format (text or html),
 alternatives and api_key, as JSON or a form; GET /languages, /health, /frontend/settings; errors as
-{"error": "..."} with 400, 403, 429, 500 or 503 (with Retry-After). Texts are running text: split into
-sentences, translated, put back with their layout (docs/serving.md). A web page is at / (--no-web-page
-turns it off). The sentences of concurrent requests are translated together in batches (--max-tokens,
---batch-wait-ms); SIGTERM or Ctrl-C finishes the requests in flight, then exits. Needs the serve
-extra: pip install 'fairseq-rope[serve]'.
+{"error": "..."} with 400, 403, 404, 405, 413, 429, 500 or 503 (with Retry-After). Texts are running
+text: split into sentences, translated, put back with their layout (docs/serving.md). A web page is at
+/ (--no-web-page turns it off). The sentences of concurrent requests are translated together in batches
+(--max-tokens, --batch-wait-ms); SIGTERM or Ctrl-C finishes the requests in flight, then exits. Every
+request is one line on stderr (method, path, status, seconds); fairseq's own lines (some for each beam
+search) only with --log-level info. Needs the serve extra: pip install 'fairseq-rope[serve]'.
 """
 
+import copy
+import logging
 import os
 import sys
 
@@ -54,6 +57,10 @@ def parse_args(argv=None):
     ap.add_argument("--req-limit", type=int, default=0,
                     help="requests per minute per client without keys; 0: no limit (default: %(default)s)")
     ap.add_argument("--no-web-page", action="store_true", help="no web page at /")
+    ap.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning",
+                    help="the log lines of fairseq and the other libraries shown, from this level (default: "
+                         "%(default)s; info: fairseq's lines of each beam search too); the server's own line per "
+                         "request is shown at any level")
     return ap.parse_args(argv)
 
 
@@ -122,6 +129,10 @@ def main(argv=None):
     from fairseq_rope.checkpoints import CheckpointError
     from fairseq_rope.hub import check_device, load_translator
 
+    # fairseq, as it is imported, has every library log to stderr from DEBUG (fairseq's lines of each beam
+    # search among them); the server's own lines go through uvicorn's handler (below), at any level
+    logging.getLogger().setLevel(args.log_level.upper())
+
     try:
         device = check_device(args.device)
     except ValueError as error:
@@ -160,8 +171,11 @@ def main(argv=None):
                     api_keys=keys, req_limit=args.req_limit, web_page=not args.no_web_page)
     print(f"[{PROG}] http://{args.host}:{args.port}/ (loading {len(specs)} model(s); /health says when ready)",
           file=sys.stderr, flush=True)
+    # the server's line per request (fairseq_rope.server) as uvicorn writes its own, on stderr
+    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    log_config["loggers"]["fairseq_rope.server"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     uvicorn.run(make_app([], limits, load=load), host=args.host, port=args.port, log_level="info", access_log=False,
-                timeout_graceful_shutdown=int(args.timeout) + 5)
+                log_config=log_config, timeout_graceful_shutdown=int(args.timeout) + 5)
 
 
 if __name__ == "__main__":

@@ -301,8 +301,9 @@ def test_limits_answer_at_once_keys_rates_queue_and_timeout(model, tmp_path):
 
 
 def test_a_request_that_times_out_while_its_sentences_wait_leaves_the_batcher_running(model):
-    """The request's sentences leave the queue while the batcher waits for more; it goes on with the next."""
-    server = Server(model, "--batch-wait-ms", 6000, "--timeout", 3, "--queue-size", 2)
+    """The request's sentences leave the queue while the batcher waits for more; it goes on with the next.
+    (--log-level info: fairseq's log lines of a beam search are shown.)"""
+    server = Server(model, "--batch-wait-ms", 6000, "--timeout", 3, "--queue-size", 2, "--log-level", "info")
     try:
         status, answer, _ = server.translate(q=SENTENCES[0], source="en", target="de")
         assert status == 503 and "took longer than the limit (3 s)" in answer["error"]
@@ -312,6 +313,7 @@ def test_a_request_that_times_out_while_its_sentences_wait_leaves_the_batcher_ru
         assert server.call("GET", "/health")[1]["translated"]["en-de"]["sentences"] == 2
     finally:
         assert server.stop()
+    assert "fairseq.tasks.fairseq_task" in server.process.stderr.read()
 
 
 def test_sigterm_finishes_the_requests_in_flight_then_exits(model):
@@ -323,7 +325,11 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits(model):
         status, answer, _ = request.result()
     assert status == 200 and len(answer["translatedText"].split(" ")) > 24
     assert server.process.wait(60) in (0, -signal.SIGTERM)
-    assert "Finished server process" in server.process.stderr.read()
+    log = server.process.stderr.read()
+    assert "Finished server process" in log
+    # a line per request; fairseq's lines of each of the 24 beam searches not (--log-level warning)
+    assert re.search(r"^INFO: +POST /translate 200 \d+\.\d{3} s$", log, re.M), log
+    assert "fairseq.tasks" not in log, log
     with pytest.raises(OSError):
         server.call("GET", "/health")
 
