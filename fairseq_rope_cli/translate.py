@@ -4,18 +4,21 @@
         < README.txt > README.de.txt
     fairseq-rope-translate --model-dir work/sample/ct2/rope --backend ctranslate2 --input mail.txt --output mail.de.txt
 
-Each paragraph (a run of non-blank lines) is split into sentences by Moses' rules (sentence-splitter,
-24 European languages; sentencex's rules for every other language: docs/serving.md), each
-sentence is turned into model input by the data-bin's recorded preprocessing (preprocessing.json),
-and the sentences of the input are one document: a model trained with context (prepare.sh's
-CONTEXT=K) translates each with its K previous sentences and its own translations of them, a
-sentence-level model one by one, batched. The translations are put back in place: blank lines and
-the first line's indentation of each paragraph as they were, a paragraph's sentences joined by one
-space (--keep-line-breaks: every line translated on its own, its breaks kept). A sentence longer
-than the longest training source (no boundary to split it at) is translated as it is and named in
-one line on stderr. On a terminal, a progress line with the time left; at the end, the number of
-sentences and paragraphs on stderr. --sentences FILE also writes each sentence and its translation,
-tab-separated, one pair a line, to see how the text was split. Line endings (LF or CRLF) are kept.
+The layout is kept: a list item (its marker and indentation kept), a heading, a label or another
+short line, and a line that ends a sentence are each translated alone and come back on their line;
+only hard-wrapped prose (a long line that does not end a sentence, followed by more text) is joined,
+and comes back on one line (--keep-line-breaks: every line translated alone). Each unit is split into sentences by
+Moses' rules (sentence-splitter, 24 European languages; sentencex's rules for every other language:
+docs/serving.md), each sentence is turned into model input by the data-bin's recorded preprocessing
+(preprocessing.json), and the sentences of the input are one document: a model trained with context
+(prepare.sh's CONTEXT=K) translates each with its K previous sentences and its own translations of
+them, a sentence-level model one by one, batched. Blank lines, and lines or sentences without
+letters (numbers, punctuation, emoji, a lone URL), are kept as they are, not translated. A sentence
+longer than the longest training source (no boundary to split it at) is translated as it is and
+named in one line on stderr. On a terminal, a progress line with the time left; at the end, the
+number of sentences translated, of lines and of parts kept as they are, on stderr. --sentences FILE
+also writes each sentence and its translation, tab-separated, one pair a line, to see how the text
+was split. Line endings (LF or CRLF) are kept.
 
 --model-dir holds the checkpoint (--checkpoint-file; default: checkpoint_avg_last5.pt, the recipe's
 average, where it exists, else checkpoint_best.pt, fairseq's hub default); --backend ctranslate2
@@ -45,7 +48,7 @@ def parse_args(argv=None):
     ap.add_argument("--sentences", metavar="FILE", help="also write each sentence and its translation, tab-separated, "
                                                           "one pair a line (a tab inside one written as a space)")
     ap.add_argument("--keep-line-breaks", action="store_true",
-                    help="translate every line on its own and keep the line breaks inside paragraphs")
+                    help="translate every line on its own (hard-wrapped lines are not joined)")
     ap.add_argument("--backend", choices=["fairseq", "ctranslate2"], default="fairseq", help="(default: %(default)s)")
     ap.add_argument("--beam", type=int, default=4, help="(default: %(default)s)")
     ap.add_argument("--lenpen", type=float, default=0.6, help="(default: %(default)s)")
@@ -154,7 +157,7 @@ def main(argv=None):
     except ValueError as error:
         raise InputError(PROG, str(error)) from None
     progress.close()
-    from fairseq_rope_text.running_text import join_text, line_ending
+    from fairseq_rope_text.running_text import Unit, join_text, line_ending
 
     translation = join_text(layout, translations, line_ending(text))
     if args.output:
@@ -165,9 +168,12 @@ def main(argv=None):
     if args.sentences:
         write_lines(args.sentences, (sentence.replace("\t", " ") + "\t" + translated.replace("\t", " ")
                                      for sentence, translated in zip(sentences, translations)))
-    units = sum(1 for item in layout if isinstance(item, tuple))
-    print(f"[{PROG}] {args.input or 'stdin'} -> {args.output or 'stdout'}: {len(sentences)} sentences in {units} "
-          f"{'lines' if args.keep_line_breaks else 'paragraphs'}"
+    units = [item for item in layout if isinstance(item, Unit)]
+    kept = sum(1 for item in layout if isinstance(item, str) and item.strip()) + \
+        sum(1 for unit in units for part in unit.parts if part is not None)
+    print(f"[{PROG}] {args.input or 'stdin'} -> {args.output or 'stdout'}: {len(sentences)} sentences in {len(units)} "
+          f"lines{'' if args.keep_line_breaks else ' (hard-wrapped ones joined)'}, {kept} parts without words kept "
+          f"as they are"
           f"{', the pairs in ' + args.sentences if args.sentences else ''}, {time.perf_counter() - start:.1f} s",
           file=sys.stderr)
 

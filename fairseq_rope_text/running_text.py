@@ -1,12 +1,25 @@
-"""Running text (a paragraph, an e-mail, a file) to sentences and back, with its layout kept.
+"""Running text (a paragraph, an e-mail, a list, a file) to sentences and back, with its layout kept.
 
-A model translates sentences; a user hands it text. ``split_text`` cuts the text into lines, keeps
-blank lines as they are, joins the lines of each paragraph (a run of non-blank lines) and splits it
-into sentences. ``join_text`` puts translations back in their place: a paragraph's sentences joined
-by one space after its first line's indentation; with ``keep_line_breaks`` every line is a unit of
-its own (a sentence does not run across lines), for text whose line breaks mean something (verse,
-lists, subtitles). Line endings: ``split_text`` takes text with "\n" (``line_ending`` says which
-ending a text uses, so that a caller can give its translation the same).
+A model translates sentences; a user hands it text. ``split_text`` cuts the text into units, each
+translated alone (split into sentences) and put back on its line by ``join_text``. The rule:
+
+* a line is a unit of its own when it is a list item (``LIST_ITEM``: ``-``, ``*``, ``+``, ``•``,
+  ``–``, ..., ``1.``, ``1)``, ``(1)``, ``iv.``, ``a)``, ``(a)`` followed by a space; its indentation
+  and marker kept, only its text translated), a short line without a sentence end (under
+  ``SHORT_LINE`` characters: a heading, a label such as "Shopping list:", a line of verse), or a
+  line that ends a sentence;
+* lines are joined only where a paragraph is hard-wrapped prose: a long line that does not end a
+  sentence (the splitter, reading it with the next line, finds no boundary between them) followed
+  by a continuation line (text that is not a list item), a wrapped list item too; the unit comes
+  back on its first line;
+* what is not language, a line or a sentence with no letters once URLs and e-mail addresses are
+  taken out (punctuation, numbers, symbols, emoji, a lone URL), is not translated: the layout keeps
+  it verbatim and ``split_text`` does not return it; blank lines are kept as they are too.
+
+With ``keep_line_breaks`` every line is a unit of its own (nothing is joined). A unit keeps its
+first line's indentation (and marker) and its last line's trailing whitespace; its sentences are
+joined by one space. Line endings: ``split_text`` takes text with "\r\n" or "\n" (``line_ending``
+says which ending a text uses, so that a caller can give its translation the same).
 
 The splitter, chosen by measuring (docs/serving.md, "Sentence splitting"): Moses' rules
 (sentence-splitter, the Python port of split-sentences.perl: non-breaking prefixes for 24 European
@@ -21,10 +34,7 @@ Only the standard library at import time; the splitters are imported when first 
 
 import functools
 import re
-from typing import List, Tuple, Union
-
-# a layout item: a line kept as it is (str), or (indentation, number of sentences) of a unit
-Item = Union[str, Tuple[str, int]]
+from typing import List, NamedTuple, Optional, Tuple, Union
 
 
 # lower-case abbreviations Moses' lists lack, after which a sentence does not end (language: words)
@@ -39,6 +49,13 @@ QUOTED_END = r"""(?<=[.!?…][“«‹‘]) +(?=[„“»«‚"']?\p{Lu})"""
 ELLIPSIS_END = r"""(?<=…) +(?=[„“»«‚"'(\[]?\p{Lu})"""
 # a numbered item's label: "1.", "12.", "iv.", "(a)", "b)"
 LABEL = re.compile(r"^(\(?\d{1,3}[.)]|\(?[ivxlIVXL]{1,5}[.)]|\(?[a-zA-Z]\))$")
+# a list item's indentation and marker (a bullet, dash or label), then the space before its text
+LIST_ITEM = re.compile(r"^\s*(?:[-*+•◦‣▪–—]|\(?\d{1,3}[.)]|\(?[ivxlIVXL]{1,5}[.)]|\(?[a-zA-Z]\))\s+(?=\S)")
+# a line shorter than this (without its indentation and trailing whitespace) that does not end a
+# sentence is a heading, a label or a line of verse, not hard-wrapped prose (wrapped at 60-80 columns)
+SHORT_LINE = 40
+# a word that is a URL or an e-mail address (maybe in brackets or quotes), not language
+URL_OR_EMAIL = re.compile(r"""[(<\["'“«]*(?:[a-zA-Z][a-zA-Z0-9+.-]*://|www\.|[^@\s]+@[^@\s]+\.)""")
 
 
 @functools.lru_cache(maxsize=None)
@@ -83,6 +100,40 @@ def sentences_of(text: str, lang: str) -> List[str]:
     return joined
 
 
+def has_words(text: str) -> bool:
+    """Whether ``text`` holds language: a letter outside its URLs and e-mail addresses (not only
+    punctuation, numbers, symbols or emoji)."""
+    return any(c.isalpha() for word in text.split() if not URL_OR_EMAIL.match(word) for c in word)
+
+
+def list_marker(line: str) -> str:
+    """The indentation, list marker and space that start ``line`` when it is a list item, else ""."""
+    found = LIST_ITEM.match(line)
+    return found.group(0) if found else ""
+
+
+def wraps_onto(line: str, following: str, lang: str) -> bool:
+    """Whether ``following`` carries on ``line`` as hard-wrapped prose: ``line`` is long and does not
+    end a sentence (the splitter, reading the two together, puts no boundary between them), and
+    ``following`` is text that does not start a list item."""
+    if len(line.strip()) < SHORT_LINE or not has_words(following) or list_marker(following):
+        return False
+    text, rest = line[len(list_marker(line)):].strip(), following.strip()
+    return sentences_of(text + " " + rest, lang) != sentences_of(text, lang) + sentences_of(rest, lang)
+
+
+class Unit(NamedTuple):
+    """A unit of the layout: a line (or the lines of a hard-wrapped paragraph) translated alone."""
+    prefix: str                        # its first line's indentation and list marker
+    count: int                         # how many of its sentences are translated (split_text returns them)
+    parts: Tuple[Optional[str], ...]   # its sentences in order: None where a translation goes, else kept
+    suffix: str                        # its last line's trailing whitespace
+
+
+# a layout item: a line kept as it is (blank, or no words), or a unit
+Item = Union[str, Unit]
+
+
 def line_ending(text: str) -> str:
     """"\r\n" when every line break of ``text`` is one, else "\n"."""
     breaks = text.count("\n")
@@ -90,42 +141,44 @@ def line_ending(text: str) -> str:
 
 
 def split_text(text: str, lang: str, keep_line_breaks: bool = False) -> Tuple[List[Item], List[str]]:
-    """(layout, sentences) of ``text`` in ``lang``: the sentences in order, and what join_text needs to
-    put their translations back (blank lines, indentation, paragraph or line units). Lines may end in
-    "\r\n" or "\n" (join_text writes the ending it is given)."""
+    """(layout, sentences) of ``text`` in ``lang``: the sentences to translate in order, and what
+    join_text needs to put their translations back (the lines kept as they are, the units with their
+    markers and the sentences without words). Lines may end in "\r\n" or "\n" (join_text writes the
+    ending it is given)."""
     lines = text.replace("\r\n", "\n").split("\n")
     layout: List[Item] = []
     sentences: List[str] = []
     i = 0
     while i < len(lines):
-        if not lines[i].strip():
-            layout.append(lines[i])  # blank (or whitespace only): as it is
+        if not has_words(lines[i]):
+            layout.append(lines[i])  # blank, or no language in it: as it is
             i += 1
             continue
         j = i + 1
-        while not keep_line_breaks and j < len(lines) and lines[j].strip():
+        while not keep_line_breaks and j < len(lines) and wraps_onto(lines[j - 1], lines[j], lang):
             j += 1
-        unit = " ".join(line.strip() for line in lines[i:j])
+        prefix = list_marker(lines[i]) or lines[i][:len(lines[i]) - len(lines[i].lstrip())]
+        unit = " ".join([lines[i][len(prefix):].strip()] + [line.strip() for line in lines[i + 1:j]])
         found = sentences_of(unit, lang)
-        indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
-        layout.append((indent, len(found)))
-        sentences += found
+        parts = tuple(None if has_words(s) else s for s in found)
+        sentences += [s for s in found if has_words(s)]
+        last = lines[j - 1]
+        layout.append(Unit(prefix, parts.count(None), parts, last[len(last.rstrip()):]))
         i = j
     return layout, sentences
 
 
 def join_text(layout: List[Item], translations: List[str], line_ending: str = "\n") -> str:
-    """The text of split_text's layout with each sentence replaced by its translation, its lines ended by
-    ``line_ending`` (the input's: ``line_ending(text)``)."""
-    need = sum(item[1] for item in layout if isinstance(item, tuple))
+    """The text of split_text's layout with each sentence to translate replaced by its translation,
+    every unit on its line, its lines ended by ``line_ending`` (the input's: ``line_ending(text)``)."""
+    need = sum(item.count for item in layout if isinstance(item, Unit))
     if len(translations) != need:
         raise ValueError(f"{len(translations)} translations for a text of {need} sentences")
-    out, at = [], 0
+    out, left = [], iter(translations)
     for item in layout:
         if isinstance(item, str):
             out.append(item)
         else:
-            indent, n = item
-            out.append(indent + " ".join(translations[at:at + n]))
-            at += n
+            text = " ".join(next(left) if part is None else part for part in item.parts)
+            out.append(item.prefix + text + item.suffix)
     return line_ending.join(out)

@@ -341,11 +341,10 @@ def test_running_text_translates_sentence_by_sentence_with_the_layout_kept(recip
     mt = load_translator(checkpoint.parent, recipe["work"] / "data-bin", checkpoint_file=checkpoint.name)
     alone = mt.translate(found)
     assert out.stdout == join_text(layout, alone)
-    one_line_paragraphs = re.sub(r"(?<=\S)\n(?=\S)", " ", text)  # (the line break inside paragraph 2 joined)
-    assert [line.strip() == "" for line in out.stdout.split("\n")] == \
-        [line.strip() == "" for line in one_line_paragraphs.split("\n")]
+    # every line on its line (the one inside paragraph 2 follows a sentence end), blank lines and indentation kept
+    assert [line.strip() == "" for line in out.stdout.split("\n")] == [line.strip() == "" for line in text.split("\n")]
     assert [len(line) - len(line.lstrip()) for line in out.stdout.split("\n")] == \
-        [len(line) - len(line.lstrip()) for line in one_line_paragraphs.split("\n")]
+        [len(line) - len(line.lstrip()) for line in text.split("\n")]
     longest, length = mt.longest_training_source(), len(mt.encode(long_one))
     assert length > longest
     assert f"sentence {len(found)} has {length} subwords, more than the longest training source ({longest})" \

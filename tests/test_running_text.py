@@ -3,11 +3,13 @@ checks; translating it with trained models is tested in test_recipes.py (sentenc
 test_documents.py (in context)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import run_main
 
 from fairseq_rope_cli import translate
-from fairseq_rope_text.running_text import join_text, line_ending, sentences_of, split_text
+from fairseq_rope_text.running_text import Unit, has_words, join_text, line_ending, sentences_of, split_text
 
 
 @pytest.mark.parametrize("lang, paragraph, sentences", [
@@ -86,7 +88,7 @@ def test_splitting_of_the_debian_edu_manual_holds_its_measured_figures():
 
 TEXT = ("  Title line\n"
         "\n"
-        "First sentence. Second one\n"
+        "First sentence. Second one, long enough to be hard-wrapped prose,\n"
         "goes on here. Third!\n"
         "   \n"
         "\n"
@@ -95,12 +97,12 @@ TEXT = ("  Title line\n"
 
 def test_layout_kept_blank_lines_indentation_and_paragraphs():
     layout, sentences = split_text(TEXT, "en")
-    assert sentences == ["Title line", "First sentence.", "Second one goes on here.", "Third!",
-                         "Indented paragraph.", "Its end."]
+    assert sentences == ["Title line", "First sentence.", "Second one, long enough to be hard-wrapped prose, goes on "
+                         "here.", "Third!", "Indented paragraph.", "Its end."]
     upper = [s.upper() for s in sentences]
-    assert join_text(layout, upper) == ("  TITLE LINE\n\nFIRST SENTENCE. SECOND ONE GOES ON HERE. THIRD!\n   \n\n"
-                                        "\tINDENTED PARAGRAPH. ITS END.\n")
-    assert join_text(layout, sentences) == TEXT.replace("Second one\ngoes", "Second one goes")
+    assert join_text(layout, upper) == ("  TITLE LINE\n\nFIRST SENTENCE. SECOND ONE, LONG ENOUGH TO BE HARD-WRAPPED "
+                                        "PROSE, GOES ON HERE. THIRD!\n   \n\n\tINDENTED PARAGRAPH. ITS END.\n")
+    assert join_text(layout, sentences) == TEXT.replace("prose,\ngoes", "prose, goes")
     with pytest.raises(ValueError, match="5 translations for a text of 6 sentences"):
         join_text(layout, sentences[:5])
     with pytest.raises(ValueError, match="7 translations for a text of 6 sentences"):  # none dropped either
@@ -118,8 +120,8 @@ def test_crlf_text_comes_back_with_crlf_and_mixed_endings_as_lf():
 
 def test_keep_line_breaks_translates_every_line_on_its_own():
     layout, sentences = split_text(TEXT, "en", keep_line_breaks=True)
-    assert sentences == ["Title line", "First sentence.", "Second one", "goes on here.", "Third!",
-                         "Indented paragraph.", "Its end."]
+    assert sentences == ["Title line", "First sentence.", "Second one, long enough to be hard-wrapped prose,",
+                         "goes on here.", "Third!", "Indented paragraph.", "Its end."]
     assert join_text(layout, sentences) == TEXT
     no_newline = "One. Two."
     assert join_text(*split_text(no_newline, "en")[:1], ["1.", "2."]) == "1. 2."
@@ -150,8 +152,145 @@ def test_bad_input_is_named_in_one_line(tmp_path):
 def test_a_paragraph_keeps_the_indentation_of_its_first_line_not_of_its_others():
     """A first-line indent (its other lines flush left) stays; an indented continuation line does not
     indent its paragraph."""
-    text = "    Indented first line. It goes\non here.\n\nPlain. Then\n    an indented continuation.\n"
+    text = ("    Indented first line. It goes on, and on, and on and on\non here.\n\n"
+            "Plain. Then a line that is long enough to be wrapped\n    an indented continuation.\n")
     layout, sentences = split_text(text, "en")
-    assert sentences == ["Indented first line.", "It goes on here.", "Plain.", "Then an indented continuation."]
+    assert sentences == ["Indented first line.", "It goes on, and on, and on and on on here.", "Plain.",
+                         "Then a line that is long enough to be wrapped an indented continuation."]
     assert join_text(layout, [s.upper() for s in sentences]) == \
-        "    INDENTED FIRST LINE. IT GOES ON HERE.\n\nPLAIN. THEN AN INDENTED CONTINUATION.\n"
+        ("    INDENTED FIRST LINE. IT GOES ON, AND ON, AND ON AND ON ON HERE.\n\n"
+         "PLAIN. THEN A LINE THAT IS LONG ENOUGH TO BE WRAPPED AN INDENTED CONTINUATION.\n")
+
+
+def upper(text, lang="en", keep_line_breaks=False):
+    """``text`` as split_text and join_text give it back with every sentence to translate upper-cased
+    (a stand-in translation), and the sentences that were to be translated."""
+    layout, sentences = split_text(text, lang, keep_line_breaks)
+    return join_text(layout, [s.upper() for s in sentences], line_ending(text)), sentences
+
+
+def test_the_reported_shopping_list_comes_back_line_by_line():
+    """Issue 59: the label and each item were joined into one line, and Moses' rules do not split
+    ". -", so the model got one "sentence" of four."""
+    out, sentences = upper("Shopping list:\n- The dog runs.\n- The cat runs.\n- The woman reads a book.")
+    assert sentences == ["Shopping list:", "The dog runs.", "The cat runs.", "The woman reads a book."]
+    assert out == "SHOPPING LIST:\n- THE DOG RUNS.\n- THE CAT RUNS.\n- THE WOMAN READS A BOOK."
+
+
+@pytest.mark.parametrize("marker", ["-", "*", "+", "•", "–", "1.", "12.", "1)", "(1)", "a)", "(a)", "iv."])
+def test_a_list_item_of_each_marker_kind_keeps_its_marker_and_indentation(marker):
+    """Only an item's text is translated: its indentation, marker and the space after it stay, a
+    nested (indented) item too; each item is a unit of its own, even without a sentence end."""
+    text = f"{marker} The dog runs\n  {marker} The cat runs.\n\t{marker}  The woman reads a book\n"
+    out, sentences = upper(text)
+    assert sentences == ["The dog runs", "The cat runs.", "The woman reads a book"]
+    assert out == f"{marker} THE DOG RUNS\n  {marker} THE CAT RUNS.\n\t{marker}  THE WOMAN READS A BOOK\n"
+
+
+def test_a_marker_needs_a_space_and_text_after_it():
+    """"-5 degrees", "*emphasis*" and "1.5" start no list item; a long item wrapped onto an indented
+    line is joined as prose is."""
+    out, sentences = upper("-5 degrees today.\n*emphasis* here.\n1.5 million people.\n"
+                           "- A list item that is long enough to be wrapped onto the\n  next line.\n")
+    assert sentences == ["-5 degrees today.", "*emphasis* here.", "1.5 million people.",
+                         "A list item that is long enough to be wrapped onto the next line."]
+    assert out == ("-5 DEGREES TODAY.\n*EMPHASIS* HERE.\n1.5 MILLION PEOPLE.\n"
+                   "- A LIST ITEM THAT IS LONG ENOUGH TO BE WRAPPED ONTO THE NEXT LINE.\n")
+
+
+def test_lines_that_end_sentences_each_stay_on_their_line():
+    """Three one-sentence lines come back as three lines (LibreTranslate keeps every line break), long
+    ones too."""
+    out, sentences = upper("The dog runs.\nThe cat runs!\nThe woman reads a book?\n")
+    assert (out, sentences) == ("THE DOG RUNS.\nTHE CAT RUNS!\nTHE WOMAN READS A BOOK?\n",
+                                ["The dog runs.", "The cat runs!", "The woman reads a book?"])
+    long = "The old man will open a beautiful box in the city today.\nThe small dog sees the red house.\n"
+    assert upper(long) == (long.upper(), long.split("\n")[:2])
+
+
+def test_a_poem_of_short_lines_keeps_every_line():
+    """Short lines (under 40 characters) without a sentence end, as verse has them, are not taken for
+    hard-wrapped prose: each is a unit of its own."""
+    poem = "Roses are red,\nViolets are blue,\nSugar is sweet,\nAnd so are you.\n"
+    out, sentences = upper(poem)
+    assert (out, sentences) == (poem.upper(), poem.split("\n")[:4])
+
+
+def test_hard_wrapped_prose_is_still_joined():
+    """A long line that does not end a sentence runs on into the next line (also after an abbreviation
+    at the line's end, where the splitter sees no boundary); one that ends a sentence does not."""
+    text = ("The prize was handed over in the great hall by Dr.\n"
+            "Smith, who spoke for an hour about the history of the\n"
+            "prize. Then we left.\n"
+            "The prize was handed over in the great hall at noon.\n"
+            "Smith spoke for an hour.\n")
+    out, sentences = upper(text)
+    assert sentences == ["The prize was handed over in the great hall by Dr. Smith, who spoke for an hour about "
+                         "the history of the prize.", "Then we left.",
+                         "The prize was handed over in the great hall at noon.", "Smith spoke for an hour."]
+    assert out == ("THE PRIZE WAS HANDED OVER IN THE GREAT HALL BY DR. SMITH, WHO SPOKE FOR AN HOUR ABOUT THE "
+                   "HISTORY OF THE PRIZE. THEN WE LEFT.\n"
+                   "THE PRIZE WAS HANDED OVER IN THE GREAT HALL AT NOON.\nSMITH SPOKE FOR AN HOUR.\n")
+    assert upper(text, keep_line_breaks=True)[0] == text.upper()  # the override: every line its own unit
+
+
+@pytest.mark.parametrize("text", [".", "42", "😀", "https://example.org", "  ---  ", "* * *", "1. 2. 3.", "- 42",
+                                  "x@example.org", "(https://example.org/a?b=c)"])
+def test_what_is_not_language_comes_back_as_it_is_and_is_not_translated(text):
+    """A line without letters (URLs and e-mail addresses taken out) is kept verbatim in the layout:
+    split_text returns no sentence to translate, join_text gives it back unchanged."""
+    for whole in (text, f"The dog runs.\n{text}\n\nThe cat runs.\n"):
+        layout, sentences = split_text(whole, "en")
+        assert text in layout and all(has_words(s) for s in sentences)
+        assert join_text(layout, [s.upper() for s in sentences], line_ending(whole)) == \
+            whole.replace("The dog runs.", "THE DOG RUNS.").replace("The cat runs.", "THE CAT RUNS.")
+
+
+def test_a_sentence_without_words_inside_a_line_is_kept_as_it_is():
+    """Inside a unit too: the splitter's sentences without letters stay in place, untranslated; a
+    sentence with a URL and words is translated."""
+    layout, sentences = split_text("Fine. 42! Done.\nHi. 1. 2. So.\nRead https://example.org now.\n", "en")
+    assert sentences == ["Fine.", "Done.", "Hi.", "So.", "Read https://example.org now."]
+    assert [item.count for item in layout if isinstance(item, Unit)] == [2, 2, 1]
+    assert join_text(layout, ["A", "B", "C", "D", "E"]) == "A 42! B\nC 1. 2. D\nE\n"
+
+
+def test_crlf_blank_lines_and_trailing_whitespace_are_kept():
+    text = "Shopping list:  \r\n\r\n  - The dog runs. \r\n   \r\n\t1) The cat runs.\r\n\r\n"
+    out, sentences = upper(text)
+    assert sentences == ["Shopping list:", "The dog runs.", "The cat runs."]
+    assert out == "SHOPPING LIST:  \r\n\r\n  - THE DOG RUNS. \r\n   \r\n\t1) THE CAT RUNS.\r\n\r\n"
+
+
+WORDS = ["The", "dog", "runs", "a", "red", "house", "Anna", "city"]
+SENTENCE = st.builds(lambda first, rest, end: " ".join([first] + rest) + end, st.sampled_from(["The", "Anna"]),
+                     st.lists(st.sampled_from(WORDS), max_size=6), st.sampled_from([".", "!", "?", "…", ":", ""]))
+NOT_LANGUAGE = st.sampled_from([".", "42", "😀", "---", "* * *", "https://example.org", "(1)", "42!"])
+# a line: indentation, maybe a list marker, then sentences (and numbers) or no language at all, maybe
+# trailing spaces; the only text it joins with is none: it ends a sentence or is short
+LINE = st.builds(lambda indent, marker, body, trail: indent + marker + body + trail,
+                 st.sampled_from(["", "  ", "\t"]),
+                 st.sampled_from(["", "- ", "* ", "• ", "– ", "1. ", "2) ", "(3) ", "a) ", "iv. "]),
+                 st.one_of(st.lists(st.one_of(SENTENCE, NOT_LANGUAGE), min_size=1, max_size=3).map(" ".join),
+                           NOT_LANGUAGE),
+                 st.sampled_from(["", " ", "  "]))
+
+
+def ends_a_line_alone(line):
+    body = line.strip()
+    return len(body) < 40 or body[-1] in ".!?…" or not has_words(line)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(lines=st.lists(st.one_of(LINE.filter(ends_a_line_alone), st.sampled_from(["", "  "])), min_size=1, max_size=8),
+       ending=st.sampled_from(["\n", "\r\n"]))
+def test_identity_translations_give_the_text_back_exactly(lines, ending):
+    """Texts of list items, labels, short lines, lines ending sentences, lines without language and
+    blank lines (nothing hard-wrapped): join_text with each sentence as its own "translation" gives
+    back the input exactly, every line with words is a unit of its own, and no sentence to translate
+    lacks words."""
+    text = ending.join(lines)
+    layout, sentences = split_text(text, "en")
+    assert join_text(layout, sentences, line_ending(text)) == text
+    assert sum(isinstance(item, Unit) for item in layout) == sum(has_words(line) for line in lines)
+    assert all(has_words(s) for s in sentences)
