@@ -89,3 +89,10 @@ def test_recipe_variables_named_in_the_readme_exist():
                        os.path.join(REPO, "scripts", "setup_env.sh")])
     missing = {name for name in named if not re.search(r"\$\{?" + name + r"\b", scripts)}
     assert len(named) >= 8 and not missing, missing
+
+
+def test_readme_reads_in_a_few_minutes():
+    """README is for users: the two commands first, then how to use it, at most 250 lines (details live in docs/)."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; move details to docs/"
