@@ -250,7 +250,7 @@ def test_compare_counts_hypotheses_that_repeat_a_word_four_times():
     src = ["a b", "c d", "e f g h i j k", "l m n o p q r"]
     refs = ["die Katze", "der Hund", "es war einmal ein Haus", "und noch ein Haus"]
     hyps = ["die die die die", "der Hund", "es es es war", "und noch noch noch noch ein Haus"]
-    result = compare(src, refs, [("run", hyps)], [2], n_samples=10)
+    result = compare(src, refs, [("run", [hyps])], [2], n_samples=10)  # one run, one seed
     assert result["overall"]["run"]["repeat_share"] == 0.5
     assert [b["scores"]["run"]["repeat_share"] for b in result["buckets"]] == [0.5, 0.5]
 

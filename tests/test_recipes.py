@@ -227,9 +227,10 @@ def test_seeds_train_a_run_per_seed_and_the_tables_give_their_mean(recipe, tmp_p
         row = re.search(rf"^\| {name} \| 1, 2 \| ([\d.]+) ± ([\d.]+).*?\| ([\d.]+) ± ([\d.]+)", table, re.M)
         assert row, table
         assert float(row[1]) == pytest.approx(statistics.mean(bleu), abs=0.006)
-        assert float(row[2]) == pytest.approx(statistics.stdev(bleu), abs=0.006)
+        # (the result JSONs round to 0.01: a standard deviation of two rounded values is off by up to 0.0071)
+        assert float(row[2]) == pytest.approx(statistics.stdev(bleu), abs=0.013)
         assert float(row[3]) == pytest.approx(statistics.mean(chrf), abs=0.006)
-        assert float(row[4]) == pytest.approx(statistics.stdev(chrf), abs=0.006)
+        assert float(row[4]) == pytest.approx(statistics.stdev(chrf), abs=0.013)
     assert chrf[0] != chrf[1]  # the seeds' outputs differ where the metric can tell
     assert re.search(r"^\| rope_transformer \| 1, 2 \| [\d.]+ ± [\d.]+ \([+-][\d.]+, p=[\d.]+\)", table, re.M)
 
@@ -370,7 +371,7 @@ def test_running_text_translates_sentence_by_sentence_with_the_layout_kept(recip
     assert out.stdout.count(b"\n") == out.stdout.count(b"\r\n") > 3  # no bare LF
     assert pairs.read_text(encoding="utf-8").split("\n")[:-1] == [f"{s}\t{t}" for s, t in zip(found, translated)]
     units = sum(isinstance(item, tuple) for item in layout)
-    assert f"{len(found)} sentences in {units} paragraphs" in out.stderr.decode()
+    assert f"{len(found)} sentences in {units} lines (hard-wrapped ones joined)" in out.stderr.decode()
 
 
 def test_evaluate_with_ctranslate2_backend(recipe):
