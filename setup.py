@@ -8,8 +8,9 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     packages=find_packages(include=["fairseq_rope", "fairseq_rope.*", "fairseq_rope_cli", "fairseq_rope_cli.*",
-                                    "fairseq_rope_text", "fairseq_rope_text.*"]),
-    package_data={"fairseq_rope": ["web/index.html"]},
+                                    "fairseq_rope_text", "fairseq_rope_text.*", "fairseq_rope_server",
+                                    "fairseq_rope_server.*"]),
+    package_data={"fairseq_rope_server": ["web/index.html"]},
     python_requires=">=3.10,<3.14",
     install_requires=[
         # fairseq's main branch with the dataclass fix for Python 3.11+, public source;

@@ -123,7 +123,7 @@ def main(argv=None):
     try:
         import uvicorn
 
-        from fairseq_rope.server import Limits, ServedModel, make_app
+        from fairseq_rope_server.app import Limits, ServedModel, make_app
     except ImportError as error:
         raise InputError(PROG, f"{error.name} is not installed: pip install 'fairseq-rope[serve]'") from None
     from fairseq_rope.checkpoints import CheckpointError
@@ -171,9 +171,9 @@ def main(argv=None):
                     api_keys=keys, req_limit=args.req_limit, web_page=not args.no_web_page)
     print(f"[{PROG}] http://{args.host}:{args.port}/ (loading {len(specs)} model(s); /health says when ready)",
           file=sys.stderr, flush=True)
-    # the server's line per request (fairseq_rope.server) as uvicorn writes its own, on stderr
+    # the server's line per request (fairseq_rope_server.app) as uvicorn writes its own, on stderr
     log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
-    log_config["loggers"]["fairseq_rope.server"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    log_config["loggers"]["fairseq_rope_server.app"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     uvicorn.run(make_app([], limits, load=load), host=args.host, port=args.port, log_level="info", access_log=False,
                 log_config=log_config, timeout_graceful_shutdown=int(args.timeout) + 5)
 

@@ -1,7 +1,8 @@
 """The packages' layering, read from their source: every import statement (at module level or inside a
-function), resolved to the project's modules. fairseq_rope_text (text, standard library) imports neither
-fairseq_rope nor fairseq_rope_cli; fairseq_rope (the library) never imports fairseq_rope_cli (its command
-line); and no module reaches itself through the imports of others, lazy ones included."""
+function), resolved to the project's modules. fairseq_rope_text (text, standard library) imports none of
+the others; fairseq_rope (the library) never imports the server or the command line; fairseq_rope_server
+(the web service) never imports the model library or the command line; and no module reaches itself
+through the imports of others, lazy ones included."""
 
 import ast
 import os
@@ -9,7 +10,7 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("fairseq_rope_text", "fairseq_rope", "fairseq_rope_cli")
+PACKAGES = ("fairseq_rope_text", "fairseq_rope", "fairseq_rope_server", "fairseq_rope_cli")
 
 
 def project_modules():
@@ -74,8 +75,9 @@ def test_no_module_imports_itself_through_others():
     assert cycles(graph) == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles(graph))
 
 
-@pytest.mark.parametrize("package, forbidden", [("fairseq_rope_text", ("fairseq_rope", "fairseq_rope_cli")),
-                                                ("fairseq_rope", ("fairseq_rope_cli",))])
+@pytest.mark.parametrize("package, forbidden", [("fairseq_rope_text", ("fairseq_rope", "fairseq_rope_server", "fairseq_rope_cli")),
+                                                ("fairseq_rope", ("fairseq_rope_server", "fairseq_rope_cli")),
+                                                ("fairseq_rope_server", ("fairseq_rope", "fairseq_rope_cli"))])
 def test_lower_layers_never_import_higher_ones(package, forbidden):
     graph = import_graph()
     wrong = {f"{module} -> {target}" for module, targets in graph.items()

@@ -212,7 +212,7 @@ def test_html_keeps_its_tags_and_translates_the_text_between_them(server, mt):
 def test_html_parts_and_html_join_keep_tags_raw_text_and_escape_the_text():
     """The HTML side on its own, with given translations: entities unescaped for the model and escaped
     again in the answer; script content with "<" and ">" kept; comments kept; spaces around a text kept."""
-    from fairseq_rope.server import html_join, html_parts
+    from fairseq_rope_server.app import html_join, html_parts
 
     page = '<p class="a">a &lt; b &amp; c</p> <script>if (a < b && c > d) x = "<t>";</script><!-- a -->\n<i> x </i>'
     parts = html_parts(page)
@@ -225,7 +225,7 @@ def test_html_parts_and_html_join_keep_tags_raw_text_and_escape_the_text():
 def test_code_pre_and_textarea_are_kept_as_they_are_like_script():
     """What is inside pre, code and textarea (any case, with attributes) is not text to translate: kept
     as it is, entities and line breaks included; only the text outside is translated."""
-    from fairseq_rope.server import html_join, html_parts
+    from fairseq_rope_server.app import html_join, html_parts
 
     page = ('<p>Run it:</p><pre>x = a &lt; b\n  print(x)</pre> <code>ls -l</code><textarea>draft</textarea>'
             '<PRE class="c">As is.</PRE>')
@@ -484,7 +484,7 @@ def test_a_rate_counts_the_requests_answered_in_the_last_minute_not_those_refuse
 
     from starlette.requests import Request
 
-    from fairseq_rope import server as served
+    from fairseq_rope_server import app as served
 
     clock = [0.0]
     monkeypatch.setattr(served, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
@@ -545,7 +545,7 @@ def test_the_app_says_when_its_models_failed_to_load():
 
     from starlette.testclient import TestClient
 
-    from fairseq_rope.server import make_app
+    from fairseq_rope_server.app import make_app
 
     release = threading.Event()
 

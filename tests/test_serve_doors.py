@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from fairseq_rope.server import MAX_DEPTH, Limits, ServedModel, make_app
+from fairseq_rope_server.app import MAX_DEPTH, Limits, ServedModel, make_app
 from test_serve import SENTENCES, model  # noqa: F401 (model: the fixture, test_serve's served model)
 
 LIMITS = Limits(char_limit=5000, batch_wait=0, web_page=False)  # (the page at / is HTML: test_serve's)
@@ -69,7 +69,7 @@ def test_an_unknown_path_a_wrong_method_a_large_or_deep_body_are_json_errors(cli
 def test_a_bug_is_a_json_500_saying_internal_error_and_its_traceback_is_logged(mt, caplog, monkeypatch):
     """The client learns no more than "internal error"; the log has the traceback. A bug in an endpoint
     (Server.languages here) or outside one (a route of its own) alike."""
-    from fairseq_rope import server as served
+    from fairseq_rope_server import app as served
 
     def broken(*args):
         raise ZeroDivisionError("the bug's own words")
@@ -81,7 +81,7 @@ def test_a_bug_is_a_json_500_saying_internal_error_and_its_traceback_is_logged(m
         assert error_of(client.get("/languages"), 500) == "internal error"
         assert error_of(client.get("/broken"), 500) == "internal error"
         assert client.get("/health").status_code == 200
-    bug = [r for r in caplog.records if r.name == "fairseq_rope.server" and r.levelno == logging.ERROR]
+    bug = [r for r in caplog.records if r.name == "fairseq_rope_server.app" and r.levelno == logging.ERROR]
     assert len(bug) == 1 and bug[0].getMessage() == "internal error in GET /languages"
     assert bug[0].exc_info[0] is ZeroDivisionError and "the bug's own words" in caplog.text
 
@@ -160,18 +160,18 @@ ACCESS = re.compile(r"(GET|POST|PUT) (/\S*) (\d{3}) \d+\.\d{3} s")
 
 
 def test_each_request_is_one_info_line_of_method_path_status_and_seconds(client, caplog):
-    """The server's own logger, fairseq_rope.server: one line per request, its query left out (it may hold
+    """The server's own logger, fairseq_rope_server.app: one line per request, its query left out (it may hold
     texts and keys)."""
-    caplog.set_level(logging.INFO, logger="fairseq_rope.server")
+    caplog.set_level(logging.INFO, logger="fairseq_rope_server.app")
     client.get("/health")
     client.post("/translate?api_key=secret&q=private", json={"source": "en", "target": "de"})
     client.put("/translate")
     client.get("/no/such%20path")
-    lines = [r.getMessage() for r in caplog.records if r.name == "fairseq_rope.server"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "fairseq_rope_server.app"]
     assert [ACCESS.fullmatch(line).groups() for line in lines] == [
         ("GET", "/health", "200"), ("POST", "/translate", "200"), ("PUT", "/translate", "405"),
         ("GET", "/no/such%20path", "404")], lines
-    assert all(r.levelno == logging.INFO for r in caplog.records if r.name == "fairseq_rope.server")
+    assert all(r.levelno == logging.INFO for r in caplog.records if r.name == "fairseq_rope_server.app")
 
 
 # ---- random requests ----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ LibreTranslate's API (``POST /translate``, ``GET /languages``, ``GET /health``, 
 errors as ``{"error": ...}``, CORS for every origin) over one or more models, each a language pair, and a
 web page at ``/``. Every answer is JSON, errors too (an unknown path, a wrong method, a body too
 large, a bug: "internal error", its traceback logged); each request is one INFO line of the logger
-``fairseq_rope.server`` (method, path, status, seconds). A text is running text
+``fairseq_rope_server.app`` (method, path, status, seconds). A text is running text
 (fairseq_rope_text.running_text: split into sentences, its layout kept) or HTML (the text between its
 tags translated, the tags kept). The sentences of all requests to a model wait in one queue per model;
 a thread takes them, round robin over the requests that wait (one sentence of each in turn, so a long
