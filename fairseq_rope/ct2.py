@@ -43,6 +43,7 @@ Decoding as fairseq's SequenceGenerator (checked against fairseq-generate in tes
     refused instead).
 """
 
+import hashlib
 import json
 import math
 import os
@@ -294,11 +295,13 @@ class _SpecConverter(Converter):
 
 def export(checkpoint: str, data_bin: str, output_dir: str, quantization: Optional[str] = None, force: bool = False,
            bpe_codes: Optional[str] = None, sentencepiece_model: Optional[str] = None, tokenizer: Optional[str] = None,
-           source_lang: Optional[str] = None, target_lang: Optional[str] = None) -> str:
+           source_lang: Optional[str] = None, target_lang: Optional[str] = None,
+           preprocessing_record: Optional[Preprocessing] = None) -> str:
     """Writes the CTranslate2 model of ``checkpoint`` to ``output_dir`` with what translation needs
     beside it: the fairseq dictionaries, METADATA, and ``data_bin``'s preprocessing record with its
     files (fairseq_rope_text.preprocessing; ``bpe_codes``, ``sentencepiece_model`` and ``tokenizer``,
-    "moses" or "none", are needed only for a data-bin without a record, and must agree with one).
+    "moses" or "none", are needed only for a data-bin without a record, and must agree with one;
+    ``preprocessing_record``: a record already read, used as it is).
 
     The directory is assembled under a temporary name beside ``output_dir`` and renamed at the end,
     so a failed or killed export leaves no half-written model under that name."""
@@ -308,9 +311,10 @@ def export(checkpoint: str, data_bin: str, output_dir: str, quantization: Option
     if os.path.exists(output_dir) and not force:
         raise FileExistsError(f"output directory exists: {output_dir} (give --force to replace it)")
     args, _, model = load_model(checkpoint, data_bin, source_lang, target_lang)
+    record = preprocessing_record
     try:
-        record = resolve(data_bin, args.source_lang, args.target_lang, bpe_codes=bpe_codes,
-                         sentencepiece_model=sentencepiece_model, pretokenizer=tokenizer)
+        record = record or resolve(data_bin, args.source_lang, args.target_lang, bpe_codes=bpe_codes,
+                                   sentencepiece_model=sentencepiece_model, pretokenizer=tokenizer)
     except PreprocessingError as error:
         raise ValueError(str(error)) from None
     with torch.no_grad():
@@ -345,6 +349,85 @@ def export(checkpoint: str, data_bin: str, output_dir: str, quantization: Option
     return output_dir
 
 
+CACHE = "ct2-cache"  # beside the checkpoint, where load_translator keeps the exports it makes
+
+
+def cache_key(checkpoint: str, data_bin: str, record: Preprocessing, source_lang: str, target_lang: str) -> str:
+    """What an export is made of, as one hex digest: the checkpoint's bytes, the two dictionaries, the
+    preprocessing record and its files, the languages, and the versions of CTranslate2 and of this
+    exporter (a new checkpoint, or the same file trained further, is exported again)."""
+    from . import __version__
+
+    digest = hashlib.sha256()
+    digest.update(json.dumps([source_lang, target_lang, record.to_json(), ctranslate2.__version__, __version__],
+                             sort_keys=True).encode())
+    for path in (checkpoint, os.path.join(data_bin, f"dict.{source_lang}.txt"),
+                 os.path.join(data_bin, f"dict.{target_lang}.txt"), *record.files()):
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:32]
+
+
+def cache_dirs(checkpoint: str) -> List[str]:
+    """Where exports are kept, first choice first: FAIRSEQ_ROPE_CT2_CACHE where set; else ``ct2-cache``
+    beside the checkpoint, then the user's cache ($XDG_CACHE_HOME or ~/.cache, fairseq-rope/ct2)."""
+    if os.environ.get("FAIRSEQ_ROPE_CT2_CACHE"):
+        return [os.environ["FAIRSEQ_ROPE_CT2_CACHE"]]
+    user = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return [os.path.join(os.path.dirname(os.path.abspath(checkpoint)), CACHE), os.path.join(user, "fairseq-rope", "ct2")]
+
+
+def cached_export(checkpoint: str, data_bin: str, record: Preprocessing, source_lang: str, target_lang: str):
+    """(directory, made): the float32 export of ``checkpoint``, made once per content (:func:`cache_key`)
+    in the first writable of :func:`cache_dirs`, and reused. Written atomically (:func:`export`): a
+    directory under the key is complete. Other exports of the same checkpoint file in that directory
+    (older contents) are removed when a new one is made."""
+    key = cache_key(checkpoint, data_bin, record, source_lang, target_lang)
+    for root in cache_dirs(checkpoint):
+        path = os.path.join(root, key)
+        if os.path.isfile(os.path.join(path, METADATA)):
+            return path, False
+    errors = []
+    for root in cache_dirs(checkpoint):
+        try:
+            os.makedirs(root, exist_ok=True)
+            staging = tempfile.mkdtemp(prefix=f".{key}.export-", dir=root)
+        except OSError as error:
+            errors.append(f"{root}: {error.strerror or error}")
+            continue
+        path = os.path.join(root, key)
+        try:
+            export(checkpoint, data_bin, os.path.join(staging, "model"), source_lang=source_lang,
+                   target_lang=target_lang, preprocessing_record=record)
+            try:
+                os.rename(os.path.join(staging, "model"), path)
+            except OSError:  # another process made the same export meanwhile: theirs is as good
+                if not os.path.isfile(os.path.join(path, METADATA)):
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        remove_stale_exports(root, key, checkpoint)
+        return path, True
+    raise OSError(f"no writable place for the CTranslate2 export of {checkpoint}: {'; '.join(errors)} "
+                  f"(set FAIRSEQ_ROPE_CT2_CACHE to a writable directory)")
+
+
+def remove_stale_exports(root: str, key: str, checkpoint: str):
+    """Removes the exports in ``root`` made from the same checkpoint file with other contents."""
+    for name in os.listdir(root):
+        meta = os.path.join(root, name, METADATA)
+        if name == key or not os.path.isfile(meta):
+            continue
+        try:
+            with open(meta, encoding="utf-8") as f:
+                made_from = json.load(f).get("checkpoint")
+        except (OSError, ValueError):
+            continue
+        if made_from == os.path.abspath(checkpoint):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
 def fairseq_max_len(n_subwords: int, max_len_a: float, max_len_b: int, max_target_positions: int) -> int:
     """Tokens fairseq's SequenceGenerator allows before the EOS for a source of ``n_subwords``
     translated alone (its source length then counts the EOS)."""
@@ -376,8 +459,9 @@ class CTranslate2Translator:
             raise ValueError(f"{meta_path}: not the JSON fairseq-rope-ct2 writes: {error}") from None
         self.model_dir = model_dir
         try:
-            self.translator = ctranslate2.Translator(str(model_dir), device=device, compute_type=compute_type,
-                                                     intra_threads=threads)
+            kind, _, index = device.partition(":")  # (torch's "cuda:N")
+            self.translator = ctranslate2.Translator(str(model_dir), device=kind, device_index=int(index or 0),
+                                                     compute_type=compute_type, intra_threads=threads)
         except RuntimeError as error:  # (a damaged or truncated model.bin, a spec it does not know)
             raise ValueError(f"{os.path.join(str(model_dir), 'model.bin')}: CTranslate2 cannot load it: "
                              f"{' '.join(str(error).split())}") from None
@@ -470,27 +554,29 @@ class CTranslate2Translator:
         return outputs[0] if single else outputs
 
     def translate_text(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
-                       lenpen: Optional[float] = None, progress=None) -> str:
+                       lenpen: Optional[float] = None, batch_size: Optional[int] = None, progress=None) -> str:
         """Running text translated with its layout and line endings kept, as
         :meth:`fairseq_rope.hub.Translator.translate_text` does it for a sentence-level model (a model
         trained with context needs the fairseq backend)."""
         from fairseq_rope_text.running_text import join_text, line_ending
 
-        layout, _, translations = self.translate_text_sentences(text, keep_line_breaks, beam, lenpen, progress)
+        layout, _, translations = self.translate_text_sentences(text, keep_line_breaks, beam, lenpen, batch_size,
+                                                                progress)
         return join_text(layout, translations, line_ending(text))
 
     def translate_text_sentences(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
-                                 lenpen: Optional[float] = None, progress=None):
-        """(layout, sentences, translations) of running text, as :meth:`translate_text` makes them."""
+                                 lenpen: Optional[float] = None, batch_size: Optional[int] = None, progress=None):
+        """(layout, sentences, translations) of running text, as :meth:`translate_text` makes them
+        (``batch_size`` sentences a call, default ``max_batch_size``)."""
         from fairseq_rope_text.running_text import split_text
 
         if self.preprocessing.context:
             raise ValueError(f"{self.model_dir}: the model was trained with {self.preprocessing.context} sentences "
                              f"of context; translation in context runs on the fairseq backend")
         layout, sentences = split_text(text, self.source_lang, keep_line_breaks)
-        out = []
-        for start in range(0, len(sentences), self.max_batch_size):
-            out += self.translate(sentences[start:start + self.max_batch_size], beam, lenpen)
+        out, step = [], batch_size or self.max_batch_size
+        for start in range(0, len(sentences), step):
+            out += self.translate(sentences[start:start + step], beam, lenpen)
             if progress is not None:
                 progress(len(out), len(sentences))
         return layout, sentences, out

@@ -11,10 +11,12 @@ by the preprocessing prepare.sh recorded in the data-bin (``preprocessing.json``
 ``--bpe recorded``, fairseq_rope.preprocessing), and translations are joined and detokenized as
 fairseq-rope-score does. Works for every encoding's checkpoints, averaged ones included.
 
-With ``backend="ctranslate2"`` the same ``translate()`` runs on CTranslate2, from a directory
-written by ``fairseq-rope-ct2`` (which holds the dictionaries and the record itself):
+By default (``backend="auto"``) the same ``translate()`` runs on CTranslate2 wherever it gives the
+same translations (an export made once and cached, see :func:`load_translator`), else on fairseq;
+``backend="fairseq"`` always gives fairseq's hub. A directory written by ``fairseq-rope-ct2`` (which
+holds the dictionaries and the record itself) loads alone:
 
-    mt = load_translator("work/sample/ct2/rope", backend="ctranslate2", threads=4)
+    mt = load_translator("work/sample/ct2/rope", threads=4)
 """
 
 import os
@@ -30,6 +32,8 @@ from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, r
 
 from .checkpoints import check_fits, load_checkpoint, trained_languages
 from .preprocessing import RecordedPreprocessing
+
+BACKENDS = ("auto", "fairseq", "ctranslate2")
 
 
 class Translator(GeneratorHubInterface):
@@ -176,7 +180,7 @@ def load_translator(
     max_len_a: float = 0.0,
     max_len_b: int = 200,
     device: Optional[str] = None,
-    backend: str = "fairseq",
+    backend: str = "auto",
     compute_type: str = "default",
     threads: int = 0,
     model_overrides: Optional[dict] = None,
@@ -202,28 +206,39 @@ def load_translator(
       * ``preprocessing``: a record already read (fairseq_rope_text.preprocessing.resolve), used
         instead of reading ``data_bin``'s again.
 
-    ``backend="ctranslate2"``: ``model_dir`` is a ``fairseq-rope-ct2`` output whose own
-    dictionaries and record are used (``data_bin`` and the subword arguments must then be left
-    out); ``compute_type`` and ``threads`` are CTranslate2's.
+    ``backend``: ``"auto"`` (the default) translates with CTranslate2 where it gives fairseq's
+    translations: ``ctranslate2`` is installed and the model is one it runs (RoPE, the transformer,
+    Shaw's RPE, T5's bias; sentence-level; no ``model_overrides``). The checkpoint is exported once
+    (float32) into a cache keyed by its content and reused (fairseq_rope.ct2.cached_export: ``ct2-cache``
+    beside the checkpoint, else ~/.cache/fairseq-rope/ct2, or FAIRSEQ_ROPE_CT2_CACHE), and one line on
+    stderr says which; otherwise fairseq, with one line saying why. ``"fairseq"``: fairseq's hub
+    (:class:`Translator`, with its ``generate``, ``score``, ``models``...); ``"ctranslate2"``: CTranslate2
+    or an error saying why not. ``model_dir`` may also be a ``fairseq-rope-ct2`` export (``data_bin``
+    left out), whose own dictionaries and record are used. ``compute_type`` (e.g. ``"int8"``: weights
+    quantized as the model loads) and ``threads`` are CTranslate2's. Both translators have
+    ``translate``, ``translate_text``, ``translate_text_sentences``, ``encode`` and ``preprocessing``.
     """
     device = check_device(device)
     if tokenizer not in (None, "moses", "none"):
         raise ValueError(f"tokenizer must be 'moses' or 'none' (prepare.sh's PRETOKENIZER), got {tokenizer!r}")
-    if backend == "ctranslate2":
-        given = [name for name, value in (("data_bin", data_bin), ("bpe_codes", bpe_codes),
-                                          ("sentencepiece_model", sentencepiece_model), ("tokenizer", tokenizer),
-                                          ("model_overrides", model_overrides)) if value]
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    decoding = dict(beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b)
+    if data_bin is None and backend != "fairseq" and (backend == "ctranslate2" or
+                                                      os.path.isfile(os.path.join(model_dir, "model.bin"))):
+        given = [name for name, value in (("bpe_codes", bpe_codes), ("sentencepiece_model", sentencepiece_model),
+                                          ("tokenizer", tokenizer), ("model_overrides", model_overrides)) if value]
         if given:
-            raise ValueError(f"backend='ctranslate2' takes the dictionaries and preprocessing from {model_dir}; "
+            raise ValueError(f"{model_dir} is a CTranslate2 export: its dictionaries and preprocessing are its own; "
                              f"leave out {', '.join(given)}")
         from .ct2 import CTranslate2Translator
 
-        return CTranslate2Translator(model_dir, device=device, compute_type=compute_type, threads=threads, beam=beam,
-                                     lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b)
-    if backend != "fairseq":
-        raise ValueError(f"backend must be 'fairseq' or 'ctranslate2', got {backend!r}")
+        return CTranslate2Translator(model_dir, device=device, compute_type=compute_type, threads=threads, **decoding)
     if data_bin is None:
         raise ValueError("data_bin (the fairseq-preprocess directory with the dictionaries) is required")
+    if os.path.isfile(os.path.join(model_dir, "model.bin")):
+        raise ValueError(f"{model_dir} is a CTranslate2 export, with its own dictionaries and preprocessing: leave "
+                         f"out data_bin{' and backend=fairseq' if backend == 'fairseq' else ''}")
     checkpoint = os.path.join(model_dir, checkpoint_file)
     _require(checkpoint, "checkpoint")
     _require(data_bin, "data_bin (the fairseq-preprocess directory with the dictionaries)")
@@ -233,7 +248,6 @@ def load_translator(
     if source_lang is None or target_lang is None:
         trained = trained_languages(state, data_bin)
         source_lang, target_lang = source_lang or trained[0], target_lang or trained[1]
-    del state
     for lang in (source_lang, target_lang):
         _require(os.path.join(data_bin, f"dict.{lang}.txt"), f"dictionary for '{lang}' (wrong data_bin or language?)")
     record = preprocessing
@@ -244,6 +258,20 @@ def load_translator(
                              pretokenizer=tokenizer)
         except PreprocessingError as error:
             raise ValueError(str(error)) from None
+    if backend != "fairseq":
+        why = why_not_ctranslate2(state, checkpoint, record, device, model_overrides)
+        if why is None:
+            try:
+                return ctranslate2_translator(checkpoint, str(data_bin), record, source_lang, target_lang, device,
+                                              compute_type, threads, decoding)
+            except (ValueError, OSError) as error:  # (fairseq_rope.ct2.ExportError; no writable cache)
+                if backend == "ctranslate2":
+                    raise
+                why = str(error)
+        if backend == "ctranslate2":
+            raise ValueError(f"backend='ctranslate2': {why}")
+        print(f"[fairseq-rope] {checkpoint}: translating with fairseq, not CTranslate2: {why}", file=sys.stderr)
+    del state
     overrides = dict(model_overrides or {}, source_lang=source_lang, target_lang=target_lang,
                      max_len_a=max_len_a, max_len_b=max_len_b, bpe=None, tokenizer=None)
     try:
@@ -258,3 +286,55 @@ def load_translator(
         raise
     translator = Translator(loaded["args"], loaded["task"], loaded["models"], record, beam=beam, lenpen=lenpen)
     return translator.to(device).eval()
+
+
+def why_not_ctranslate2(state, checkpoint: str, record: Preprocessing, device: str,
+                        model_overrides: Optional[dict]) -> Optional[str]:
+    """Why the checkpoint cannot be translated by CTranslate2 with the same result as fairseq here, in a
+    few words; None where it can."""
+    try:
+        import ctranslate2
+    except ImportError:
+        return "ctranslate2 is not installed (pip install 'fairseq-rope[ct2]')"
+    if model_overrides:
+        return f"model_overrides ({', '.join(sorted(model_overrides))}) change fairseq's model, not an export"
+    if record.context:
+        return (f"the model translates with {record.context} sentences of context (a document-level model), which "
+                "CTranslate2 cannot give it")
+    if device.startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
+        return f"this ctranslate2 {ctranslate2.__version__} has no CUDA support (device {device})"
+    from .ct2 import ExportError, check_exportable, checkpoint_args, model_name_of
+
+    try:
+        args = checkpoint_args(state, checkpoint)
+        check_exportable(args, model_name_of(args))
+    except ExportError as error:
+        return str(error)
+    return None
+
+
+def ctranslate2_translator(checkpoint: str, data_bin: str, record: Preprocessing, source_lang: str, target_lang: str,
+                           device: str, compute_type: str, threads: int, decoding: dict):
+    """The CTranslate2 translator of ``checkpoint``, from its cached export (fairseq_rope.ct2.cached_export:
+    made once per content, reused after); a cached export that CTranslate2 cannot load is said in one line
+    and made again. One line says which export is used."""
+    import shutil
+    import time
+
+    from .ct2 import CTranslate2Translator, cached_export
+
+    start = time.perf_counter()
+    path, made = cached_export(checkpoint, data_bin, record, source_lang, target_lang)
+    try:
+        mt = CTranslate2Translator(path, device=device, compute_type=compute_type, threads=threads, **decoding)
+    except (FileNotFoundError, ValueError) as error:
+        if made:
+            raise
+        print(f"[fairseq-rope] {path}: a damaged CTranslate2 export ({error}); exporting again", file=sys.stderr)
+        shutil.rmtree(path, ignore_errors=True)
+        path, made = cached_export(checkpoint, data_bin, record, source_lang, target_lang)
+        mt = CTranslate2Translator(path, device=device, compute_type=compute_type, threads=threads, **decoding)
+    how = f"exported in {time.perf_counter() - start:.1f} s to" if made else "its export in"
+    print(f"[fairseq-rope] {checkpoint}: translating with CTranslate2 ({mt.compute_type}), {how} {path}",
+          file=sys.stderr)
+    return mt

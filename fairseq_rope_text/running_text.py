@@ -23,8 +23,10 @@ says which ending a text uses, so that a caller can give its translation the sam
 
 The splitter, chosen by measuring (docs/serving.md, "Sentence splitting"): Moses' rules
 (sentence-splitter, the Python port of split-sentences.perl: non-breaking prefixes for 24 European
-languages) where it has the language's list, with a few fixes of our own (``ABBREVIATIONS``, a
-numbered item's label kept with its sentence, a sentence ending in German quotes or in "…"); sentencex (Wikimedia's rules for about 300 languages,
+languages) where it has the language's list, with a few fixes of our own (``ABBREVIATIONS`` and
+``NUMBERED_ABBREVIATIONS``, a numbered item's label kept with its sentence, a sentence ending in German
+quotes or in "…", one ending before a German opening quote, "etc." or an acronym before a
+``SENTENCE_STARTERS`` word); sentencex (Wikimedia's rules for about 300 languages,
 each falling back to a related language's or English's) for every other language. Moses' rules
 start a sentence only at an upper-case letter, so the pronoun before a full stop ("... for me. I
 can") ends a sentence, where sentencex and pysbd take "me." for an abbreviation.
@@ -42,11 +44,26 @@ ABBREVIATIONS = {
     "en": ("approx", "incl", "excl", "resp", "dept", "est"),
     "de": ("inkl", "exkl", "Hr", "Fr"),
 }
+# abbreviations Moses' lists lack, after which a sentence does not end when a number follows
+# ("Abb. 3", "gegr. 1990"; "Nr", "vgl", "bzw", "ca", "Mio", "Mrd", "usw" are in Moses' German list)
+NUMBERED_ABBREVIATIONS = {
+    "de": ("Abb", "Tab", "Kap", "gegr", "Bd", "Anm"),
+}
+# words that start a sentence (pronouns, determiners, conjunctions) and hardly follow "etc." or an
+# acronym ("U.S.") inside one: before them "etc." and the acronym end the sentence, which Moses' rules
+# never end there ("etc. and", "the U.S. Army" go on)
+SENTENCE_STARTERS = {
+    "en": ("I", "We", "You", "He", "She", "It", "They", "My", "Our", "Your", "His", "Her", "Its", "Their",
+           "The", "This", "That", "These", "Those", "There", "But", "And", "So", "Then", "However"),
+}
 # a sentence that ends inside quotes which Unicode calls opening ones (German „...“, »...«) before a
 # capital: Moses' rules see only closing quotes there
 QUOTED_END = r"""(?<=[.!?…][“«‹‘]) +(?=[„“»«‚"']?\p{Lu})"""
 # the ellipsis character before a capital, as Moses' rules treat "..." there
 ELLIPSIS_END = r"""(?<=…) +(?=[„“»«‚"'(\[]?\p{Lu})"""
+# a sentence end before a German opening quote („, », ‚, ›: Moses' rules take none of them for one) and
+# a capital; not after an abbreviation (``abbreviation_before``)
+OPENING_QUOTE = r"""(?<=[.!?…]["'”“»«’‘)\]]*) +(?=[„»‚›]\p{Lu})"""
 # a numbered item's label: "1.", "12.", "iv.", "(a)", "b)"
 LABEL = re.compile(r"^(\(?\d{1,3}[.)]|\(?[ivxlIVXL]{1,5}[.)]|\(?[a-zA-Z]\))$")
 # a list item's indentation and marker (a bullet, dash or label), then the space before its text
@@ -77,6 +94,64 @@ def abbreviation_end(lang: str):
     return re.compile(r"(?:^|\W)(?:" + "|".join(ABBREVIATIONS[lang]) + r")\.$")
 
 
+@functools.lru_cache(maxsize=None)
+def numbered_abbreviation_end(lang: str):
+    """A pattern for a sentence ending in one of ``NUMBERED_ABBREVIATIONS[lang]``, or None."""
+    if lang not in NUMBERED_ABBREVIATIONS:
+        return None
+    return re.compile(r"(?:^|\W)(?:" + "|".join(NUMBERED_ABBREVIATIONS[lang]) + r")\.$")
+
+
+@functools.lru_cache(maxsize=None)
+def our_breaks(lang: str):
+    """The pattern of the boundaries we add to Moses' rules in ``lang``: named groups ``open`` (before
+    an opening quote, to check for an abbreviation) and ``starter`` (after "etc." or an acronym)."""
+    found = [QUOTED_END, ELLIPSIS_END, f"(?P<open>{OPENING_QUOTE})"]
+    if lang in SENTENCE_STARTERS:
+        found.append(r"(?P<starter>(?<=(?:^|[\s(])(?:etc|(?:\p{Lu}\.)+\p{Lu})\.) +(?=(?:"
+                     + "|".join(SENTENCE_STARTERS[lang]) + r")\b))")
+    import regex
+
+    return regex.compile("|".join(found))
+
+
+@functools.lru_cache(maxsize=None)
+def moses_prefixes(lang: str) -> frozenset:
+    """The non-breaking prefixes of Moses' rules for ``lang``: the file sentence-splitter ships
+    (``non_breaking_prefixes/<lang>.txt``: a prefix a line, ``#`` comments, ``#NUMERIC_ONLY#`` marks)."""
+    from importlib import resources
+
+    try:
+        text = resources.files("sentence_splitter").joinpath("non_breaking_prefixes", f"{lang}.txt").read_text("utf-8")
+    except FileNotFoundError:
+        return frozenset()
+    return frozenset(line.split("#")[0].strip() for line in text.splitlines() if line.split("#")[0].strip())
+
+
+def abbreviation_before(text: str, lang: str) -> bool:
+    """Whether ``text`` ends in an abbreviation: a word of Moses' non-breaking prefixes (or of
+    ``ABBREVIATIONS``) and a full stop, or an acronym ("z.B.")."""
+    words = text.split()
+    word = words[-1] if words else ""
+    if not word.endswith("."):
+        return False
+    prefix = re.sub(r"^\W+", "", word.rstrip("."))
+    return (prefix in moses_prefixes(lang) or prefix in ABBREVIATIONS.get(lang, ())
+            or bool(re.search(r"\.[^\W\d_]+$", prefix) and prefix[-1].isupper()))
+
+
+def split_further(sentence: str, lang: str) -> List[str]:
+    """``sentence`` (of Moses' rules) cut where our rules (``our_breaks``) find a boundary."""
+    parts, start = [], 0
+    for found in our_breaks(lang).finditer(sentence):
+        if found.group("open") and abbreviation_before(sentence[:found.start()], lang):
+            continue
+        parts.append(sentence[start:found.start()])
+        start = found.end()
+    parts.append(sentence[start:])
+    return parts
+
+
 def sentences_of(text: str, lang: str) -> List[str]:
     """The sentences of one paragraph in ``lang`` (an ISO 639-1 code; "de_DE", "pt-BR": their first
     part), stripped (none for blank text)."""
@@ -86,14 +161,12 @@ def sentences_of(text: str, lang: str) -> List[str]:
         from sentencex import segment
 
         return [s.strip() for s in segment(base, text) if s.strip()]
-    import regex
-
-    found = [part.strip() for s in moses.split(text) for part in regex.split(f"{QUOTED_END}|{ELLIPSIS_END}", s)
-             if part.strip()]
-    ending = abbreviation_end(base)
+    found = [part.strip() for s in moses.split(text) for part in split_further(s, base) if part.strip()]
+    ending, numbered = abbreviation_end(base), numbered_abbreviation_end(base)
     joined: List[str] = []
     for sentence in found:
-        if joined and (LABEL.match(joined[-1]) or (ending and ending.search(joined[-1]))):
+        if joined and (LABEL.match(joined[-1]) or (ending and ending.search(joined[-1]))
+                       or (numbered and numbered.search(joined[-1]) and sentence[:1].isdigit())):
             joined[-1] += " " + sentence
         else:
             joined.append(sentence)

@@ -3,6 +3,8 @@ give fairseq's translations and fairseq's log-probabilities, for every rotary se
 
 import json
 import os
+import re
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -257,15 +259,15 @@ def test_export_replaces_only_with_force_and_a_failed_export_leaves_nothing(data
 
 
 def test_python_api_with_ctranslate2_translates_like_the_fairseq_api(data, models, exported):
-    """load_translator(backend="ctranslate2"): raw text in (Moses + BPE from the model directory),
+    """load_translator on a fairseq-rope-ct2 export: raw text in (Moses + BPE from the model directory),
     detokenized text out, the paper's beam 4 and length penalty 0.6, as the fairseq backend."""
     from fairseq_rope.hub import load_translator
 
     sources = (data / "raw.src").read_text().splitlines()[:40]
     checkpoint = models["interleaved"]
     fairseq_mt = load_translator(checkpoint.parent, data / "bin", checkpoint_file=checkpoint.name,
-                                 bpe_codes=data / "codes", source_lang="src", target_lang="tgt")
-    ct2_mt = load_translator(exported["interleaved"], backend="ctranslate2", threads=1)
+                                 bpe_codes=data / "codes", source_lang="src", target_lang="tgt", backend="fairseq")
+    ct2_mt = load_translator(exported["interleaved"], threads=1)
     expected = [fairseq_mt.translate(s) for s in sources]  # one by one: fairseq's max length is per batch
     assert len(set(expected)) > 30
     assert ct2_mt.translate(sources) == expected
@@ -273,7 +275,7 @@ def test_python_api_with_ctranslate2_translates_like_the_fairseq_api(data, model
     assert ct2_mt.beam == 4 and ct2_mt.lenpen == 0.6
     with pytest.raises(ValueError, match="leave out data_bin"):
         load_translator(exported["interleaved"], data / "bin", backend="ctranslate2")
-    with pytest.raises(ValueError, match="backend must be 'fairseq' or 'ctranslate2'"):
+    with pytest.raises(ValueError, match="backend must be one of auto, fairseq, ctranslate2, got 'onnx'"):
         load_translator(exported["interleaved"], backend="onnx")
     with pytest.raises(FileNotFoundError, match="not a model written by fairseq-rope-ct2"):
         load_translator(data / "bin", backend="ctranslate2")
@@ -287,3 +289,166 @@ def test_ct2_generate_on_raw_text_prints_every_sentence_detokenized(data, export
     assert ids == ["S-0", "H-0", "D-0", "S-1", "H-1", "D-1", "S-2", "H-2", "D-2"]
     bad = run("fairseq-rope-ct2-generate", exported["interleaved"], "--input", tmp_path / "missing.txt", check=False)
     assert bad.returncode == 1 and "--input not found" in bad.stderr
+
+
+# --- the default backend: CTranslate2 where it gives fairseq's translations ---------------------
+
+TEXT_UNITS = 12  # raw test sentences put into a text with a layout (list items, a blank line, a number)
+
+
+def text_with_layout(sources):
+    """Running text of the test sentences: list items, a blank line, a line without letters, CRLF."""
+    s = sources
+    return (f"- {s[0]}\r\n- {s[1]}\r\n* {s[2]}\r\n\r\n{s[3]}\r\n42\r\n1) {s[4]}\r\n   - {s[5]}\r\n\r\n"
+            + "\r\n".join(s[6:TEXT_UNITS]) + "\r\n")
+
+
+def copy_checkpoint(source, directory, name="checkpoint_best.pt"):
+    directory.mkdir(exist_ok=True)
+    shutil.copyfile(source, directory / name)
+    return directory / name
+
+
+@pytest.mark.parametrize("variant", ["interleaved", "baseline", "rpe", "t5bias"])
+def test_by_default_a_checkpoint_translates_with_ctranslate2_as_fairseq_does_text_layout_included(
+        data, models, tmp_path, capfd, variant):
+    """load_translator's default on a checkpoint of every encoding CTranslate2 runs: CTranslate2, from an
+    export it makes once beside the checkpoint and reuses (one line on stderr says which), with fairseq's
+    translations sentence for sentence and fairseq's translate_text text, layout and line endings included."""
+    from fairseq_rope.ct2 import CTranslate2Translator
+    from fairseq_rope.hub import Translator, load_translator
+
+    checkpoint = copy_checkpoint(models[variant], tmp_path / "model")
+    sources = (data / "raw.src").read_text().splitlines()[:60]
+    load = dict(data_bin=data / "bin", bpe_codes=data / "codes", device="cpu")
+    reference = load_translator(checkpoint.parent, backend="fairseq", **load)
+    capfd.readouterr()
+    mt = load_translator(checkpoint.parent, **load)
+    made = capfd.readouterr().err
+    assert isinstance(reference, Translator) and isinstance(mt, CTranslate2Translator)
+    [key] = os.listdir(tmp_path / "model" / "ct2-cache")
+    assert f"{checkpoint}: translating with CTranslate2 (float32), exported in" in made and key in made
+    assert mt.translate(sources) == [reference.translate(s) for s in sources]
+    text = text_with_layout(sources)
+    expected = reference.translate_text(text)
+    assert mt.translate_text(text) == expected and expected.count("\r\n") == text.count("\r\n")
+    assert "\r\n42\r\n" in expected and expected.startswith("- ")
+
+    again = load_translator(checkpoint.parent, **load)
+    assert f"translating with CTranslate2 (float32), its export in {mt.model_dir}" in capfd.readouterr().err
+    assert again.model_dir == mt.model_dir and os.listdir(tmp_path / "model" / "ct2-cache") == [key]
+
+
+def test_the_export_is_kept_per_checkpoint_content_and_a_damaged_one_is_made_again(data, models, tmp_path, capfd,
+                                                                                    monkeypatch):
+    """The cache is keyed by what the export is made of: the same checkpoint reuses it (no export), a
+    new checkpoint at the same path is exported again and the old export removed; an export that
+    CTranslate2 cannot load is said in one line and made again; where beside the checkpoint cannot
+    be written, the user's cache ($XDG_CACHE_HOME) is used; FAIRSEQ_ROPE_CT2_CACHE chooses."""
+    from fairseq_rope import ct2
+    from fairseq_rope.hub import load_translator
+
+    sources = (data / "raw.src").read_text().splitlines()[:40]
+    load = dict(data_bin=data / "bin", bpe_codes=data / "codes", device="cpu")
+    checkpoint = copy_checkpoint(models["interleaved"], tmp_path / "model")
+    first = load_translator(checkpoint.parent, **load).model_dir
+    exports = []
+    monkeypatch.setattr(ct2, "export", lambda *a, **k: exports.append(a) or pytest.fail("exported again"))
+    assert load_translator(checkpoint.parent, **load).model_dir == first and not exports
+    monkeypatch.undo()
+
+    copy_checkpoint(models["baseline"], tmp_path / "model")  # the same file name, other weights
+    mt = load_translator(checkpoint.parent, **load)
+    assert mt.model_dir != first and os.listdir(tmp_path / "model" / "ct2-cache") == [os.path.basename(mt.model_dir)]
+    baseline = load_translator(models["baseline"].parent, checkpoint_file=models["baseline"].name, backend="fairseq",
+                               **load)
+    expected = [baseline.translate(s) for s in sources]
+    assert mt.translate(sources) == expected
+
+    model_bin = os.path.join(mt.model_dir, "model.bin")
+    with open(model_bin, "r+b") as f:
+        f.truncate(os.path.getsize(model_bin) // 2)
+    capfd.readouterr()
+    repaired = load_translator(checkpoint.parent, **load)
+    err = capfd.readouterr().err
+    assert f"{mt.model_dir}: a damaged CTranslate2 export" in err and "exporting again" in err
+    assert "exported in" in err and repaired.translate(sources) == expected
+
+    shutil.rmtree(tmp_path / "model" / "ct2-cache")
+    (tmp_path / "model" / "ct2-cache").write_text("not a directory")  # beside the checkpoint cannot be written
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    user = load_translator(checkpoint.parent, **load)
+    assert os.path.dirname(user.model_dir) == str(tmp_path / "xdg" / "fairseq-rope" / "ct2")
+    monkeypatch.setenv("FAIRSEQ_ROPE_CT2_CACHE", str(tmp_path / "chosen"))
+    assert os.path.dirname(load_translator(checkpoint.parent, **load).model_dir) == str(tmp_path / "chosen")
+
+
+def test_where_ctranslate2_would_differ_the_default_is_fairseq_with_one_line_saying_why(data, models, tmp_path,
+                                                                                       capfd, monkeypatch):
+    """A model CTranslate2 cannot run, model_overrides, a document-level record, ctranslate2 not
+    installed, no writable cache: fairseq's translator, and one line naming the reason;
+    backend="ctranslate2" asked for by name refuses instead."""
+    import dataclasses
+    import sys
+
+    from fairseq_rope.hub import Translator, load_translator
+    from fairseq_rope_text.preprocessing import resolve
+
+    load = dict(data_bin=data / "bin", bpe_codes=data / "codes", device="cpu")
+    (tmp_path / "scaled").mkdir()
+    scaled = with_args(models["interleaved"], tmp_path / "scaled" / "checkpoint_best.pt", rope_scaling="linear",
+                       rope_scaling_factor=2.0)
+    record = resolve(str(data / "bin"), "src", "tgt", bpe_codes=str(data / "codes"))
+    checkpoint = copy_checkpoint(models["interleaved"], tmp_path / "model")
+    cases = [
+        (dict(model_dir=scaled.parent), "cannot export to CTranslate2: --rope-scaling linear"),
+        (dict(model_dir=checkpoint.parent, model_overrides={"rope_theta": 500.0}),
+         "model_overrides (rope_theta) change fairseq's model"),
+        (dict(model_dir=checkpoint.parent, preprocessing=dataclasses.replace(record, context=1)),
+         "translates with 1 sentences of context (a document-level model)"),
+    ]
+    for given, why in cases:
+        capfd.readouterr()
+        mt = load_translator(**given, **load)
+        lines = [line for line in capfd.readouterr().err.splitlines() if "translating with" in line]
+        assert isinstance(mt, Translator) and len(lines) == 1, lines
+        assert "translating with fairseq, not CTranslate2: " in lines[0] and why in lines[0], lines
+        with pytest.raises(ValueError, match=re.escape(why)):
+            load_translator(**given, **load, backend="ctranslate2")
+    assert not (tmp_path / "model" / "ct2-cache").exists() and not (tmp_path / "scaled" / "ct2-cache").exists()
+
+    monkeypatch.setenv("FAIRSEQ_ROPE_CT2_CACHE", str(tmp_path / "model" / "checkpoint_best.pt" / "cache"))
+    capfd.readouterr()
+    assert isinstance(load_translator(checkpoint.parent, **load), Translator)
+    assert "no writable place for the CTranslate2 export" in capfd.readouterr().err
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as where it is not installed
+    assert isinstance(load_translator(checkpoint.parent, **load), Translator)
+    assert "ctranslate2 is not installed (pip install 'fairseq-rope[ct2]')" in capfd.readouterr().err
+
+
+def test_fairseq_rope_translate_defaults_to_ctranslate2_with_fairseqs_text(data, models, tmp_path):
+    """fairseq-rope-translate without --backend: the text of --backend fairseq, CTranslate2 said on stderr;
+    --quantization int8 runs CTranslate2 int8; a CTranslate2 export with --backend fairseq is refused."""
+    from fairseq_rope_cli import translate
+
+    checkpoint = copy_checkpoint(models["interleaved"], tmp_path / "model")
+    bin_with_record = tmp_path / "bin"
+    shutil.copytree(data / "bin", bin_with_record)
+    from fairseq_rope_text.preprocessing import resolve
+
+    resolve(str(data / "bin"), "src", "tgt", bpe_codes=str(data / "codes")).write(str(bin_with_record))
+    text = tmp_path / "in.txt"
+    text.write_text(text_with_layout((data / "raw.src").read_text().splitlines()))
+    outputs = {}
+    for name, flags in (("default", []), ("fairseq", ["--backend", "fairseq"]), ("int8", ["--quantization", "int8"])):
+        out = run_main(translate.main, "--model-dir", checkpoint.parent, "--data-bin", bin_with_record, "--input",
+                       text, "--output", tmp_path / f"{name}.txt", "--device", "cpu", *flags)
+        assert out.returncode == 0, out.stderr
+        outputs[name] = ((tmp_path / f"{name}.txt").read_text(), out.stderr)
+    assert outputs["default"][0] == outputs["fairseq"][0]
+    assert "translating with CTranslate2 (float32)" in outputs["default"][1]
+    assert "CTranslate2" not in outputs["fairseq"][1]
+    assert "translating with CTranslate2 (int8" in outputs["int8"][1]
+    out = run_main(translate.main, "--model-dir", next((tmp_path / "model" / "ct2-cache").iterdir()), "--input",
+                   text, "--backend", "fairseq")
+    assert out.returncode == 1 and "is a CTranslate2 export" in out.stderr
