@@ -49,11 +49,13 @@ setup(
         "plots": ["matplotlib>=3.7"],
         # fairseq-rope-ct2: rotary encoder/decoder specs; checked with 4.8.5
         "ct2": ["ctranslate2>=4.8,<5"],
-        # fairseq-rope-serve: an ASGI app (Starlette; python-multipart for form bodies) on uvicorn
-        "serve": ["starlette>=0.37", "uvicorn>=0.29", "python-multipart>=0.0.9"],
+        # Word documents (.docx) for fairseq-rope-translate and POST /translate_file (fairseq_rope_text.files)
+        "files": ["python-docx>=1.1"],
+        # fairseq-rope-serve: an ASGI app (Starlette; python-multipart for form bodies) on uvicorn; files too
+        "serve": ["starlette>=0.37", "uvicorn>=0.29", "python-multipart>=0.0.9", "python-docx>=1.1"],
         "test": ["pytest>=7", "pytest-xdist>=3", "ctranslate2>=4.8,<5", "hypothesis>=6.100",
                  # the server's tests: its extra, a real client (deep-translator), a real browser (selenium)
                  "starlette>=0.37", "uvicorn>=0.29", "python-multipart>=0.0.9", "httpx>=0.27",
-                 "deep-translator>=1.11", "selenium>=4.20"],
+                 "deep-translator>=1.11", "selenium>=4.20", "python-docx>=1.1"],
     },
 )

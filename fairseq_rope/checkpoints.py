@@ -148,3 +148,32 @@ def check_fits(checkpoint, data_bin, source_lang=None, target_lang=None):
                 f"{checkpoint} does not fit the dictionary {path}: its {side} has {weight.shape[0]} embeddings, "
                 f"the dictionary {size} symbols; was it trained with another data-bin?")
     return state
+
+
+def longest_training_source(encoder, data_bin: str, source_lang: str, target_lang: str):
+    """The longest source the model was trained on, in subwords with the end of sentence: what
+    RoPE's encoder records while training (``original_max_positions``), else the longest line of
+    the data-bin's training split; None when neither is there."""
+    recorded = getattr(encoder, "original_max_positions", None)
+    if recorded is not None and int(recorded) > 0:
+        return int(recorded)
+    from fairseq.data import data_utils
+
+    data = str(data_bin).split(":")[0]
+    for pair in (f"{source_lang}-{target_lang}", f"{target_lang}-{source_lang}"):
+        path = os.path.join(data, f"train.{pair}.{source_lang}")
+        if os.path.isfile(path + ".idx"):
+            dataset = data_utils.load_indexed_dataset(path, encoder.dictionary)  # (its sizes live in its mmap)
+            return int(dataset.sizes.max())
+    return None
+
+
+def say_long_sentences(lengths, longest):
+    """One line on stderr for each sentence longer than ``longest`` subwords (with its end of sentence):
+    no boundary to split it at, it is translated as it is."""
+    import sys
+
+    for n, length in enumerate(lengths, 1):
+        if longest and length > longest:
+            print(f"[fairseq-rope] sentence {n} has {length} subwords, more than the longest training source "
+                  f"({longest}): no sentence boundary to split it at; translated as it is", file=sys.stderr)

@@ -66,7 +66,7 @@ from fairseq_rope_text import preprocessing
 from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, resolve
 
 from .alibi import ALiBi
-from .checkpoints import load_checkpoint
+from .checkpoints import load_checkpoint, longest_training_source, say_long_sentences
 from .encodings import ENCODINGS
 from .nope import NoPE
 from .options import RopeOptions
@@ -331,6 +331,7 @@ def export(checkpoint: str, data_bin: str, output_dir: str, quantization: Option
         metadata = dict(
             source_lang=args.source_lang, target_lang=args.target_lang, arch=args.arch, checkpoint=os.path.abspath(checkpoint), quantization=quantization or "float32",
             max_source_positions=model.encoder.max_positions(), max_target_positions=model.decoder.max_positions(),
+            longest_training_source=longest_training_source(model.encoder, data_bin, args.source_lang, args.target_lang),
             ctranslate2_version=ctranslate2.__version__,
         )
         with open(os.path.join(staging, METADATA), "w", encoding="utf-8") as f:
@@ -434,6 +435,12 @@ def fairseq_max_len(n_subwords: int, max_len_a: float, max_len_b: int, max_targe
     return min(int(max_len_a * (n_subwords + 1) + max_len_b), max_target_positions - 1)
 
 
+def subword_text(tokens: Sequence[str]) -> str:
+    """The subwords of a hypothesis as fairseq's Dictionary.string writes them: <s> and </s> left out
+    (a model may predict <s>; fairseq's beam search does not forbid it)."""
+    return " ".join(token for token in tokens if token not in ("<s>", "</s>"))
+
+
 class CTranslate2Translator:
     """The ``translate()`` of :class:`fairseq_rope.hub.Translator`, run by CTranslate2.
 
@@ -493,8 +500,9 @@ class CTranslate2Translator:
         return self.preprocessing.encode(sentence, self.source_lang).split()
 
     def decode(self, tokens: Sequence[str]) -> str:
-        """Target subwords -> text, as fairseq-rope-score detokenizes."""
-        return self.preprocessing.decode(" ".join(tokens), self.target_lang)
+        """Target subwords -> text, as fairseq-rope-score detokenizes (without <s> and </s>, which
+        fairseq's Dictionary.string leaves out)."""
+        return self.preprocessing.decode(subword_text(tokens), self.target_lang)
 
     def translate_tokens(self, sources: Sequence[Sequence[str]], beam: Optional[int] = None,
                          lenpen: Optional[float] = None, nbest: int = 1):
@@ -574,6 +582,9 @@ class CTranslate2Translator:
             raise ValueError(f"{self.model_dir}: the model was trained with {self.preprocessing.context} sentences "
                              f"of context; translation in context runs on the fairseq backend")
         layout, sentences = split_text(text, self.source_lang, keep_line_breaks)
+        longest = self.metadata.get("longest_training_source")  # (an export made before it was recorded: none)
+        if longest:
+            say_long_sentences([len(self.encode(s)) + 1 for s in sentences], longest)
         out, step = [], batch_size or self.max_batch_size
         for start in range(0, len(sentences), step):
             out += self.translate(sentences[start:start + step], beam, lenpen)

@@ -30,7 +30,7 @@ from fairseq.hub_utils import GeneratorHubInterface
 
 from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, resolve
 
-from .checkpoints import check_fits, load_checkpoint, trained_languages
+from .checkpoints import check_fits, load_checkpoint, longest_training_source, say_long_sentences, trained_languages
 from .preprocessing import RecordedPreprocessing
 
 BACKENDS = ("auto", "fairseq", "ctranslate2")
@@ -82,13 +82,8 @@ class Translator(GeneratorHubInterface):
         layout, sentences = split_text(text, self.source_lang, keep_line_breaks)
         translator = ContextTranslator(self)
         longest = self.longest_training_source()
-        if longest:
-            for n, sentence in enumerate(sentences, 1):
-                length = len(translator.source_ids(sentence)) + 1  # with its end of sentence
-                if length > longest:
-                    print(f"[fairseq-rope] sentence {n} has {length} subwords, more than the longest training "
-                          f"source ({longest}): no sentence boundary to split it at; translated as it is",
-                          file=sys.stderr)
+        if longest:  # (lengths with the end of sentence)
+            say_long_sentences([len(translator.source_ids(sentence)) + 1 for sentence in sentences], longest)
         documents = [sentences] if translator.context else [[s] for s in sentences]
         outputs = translator.translate_documents_ids(
             documents, beam or self.beam, self.lenpen if lenpen is None else lenpen,
@@ -96,21 +91,8 @@ class Translator(GeneratorHubInterface):
         return layout, sentences, [translator.detokenize(ids) for doc in outputs for ids, _ in doc]
 
     def longest_training_source(self) -> Optional[int]:
-        """The longest source the model was trained on, in subwords with the end of sentence: what
-        RoPE's encoder records while training (``original_max_positions``), else the longest line of
-        the data-bin's training split; None when neither is there."""
-        recorded = getattr(self.models[0].encoder, "original_max_positions", None)
-        if recorded is not None and int(recorded) > 0:
-            return int(recorded)
-        from fairseq.data import data_utils
-
-        data = str(self.cfg.task.data).split(":")[0]
-        for pair in (f"{self.source_lang}-{self.target_lang}", f"{self.target_lang}-{self.source_lang}"):
-            path = os.path.join(data, f"train.{pair}.{self.source_lang}")
-            if os.path.isfile(path + ".idx"):
-                dataset = data_utils.load_indexed_dataset(path, self.src_dict)  # (its sizes live in its mmap)
-                return int(dataset.sizes.max())
-        return None
+        """The longest source the model was trained on (fairseq_rope.checkpoints.longest_training_source)."""
+        return longest_training_source(self.models[0].encoder, self.cfg.task.data, self.source_lang, self.target_lang)
 
     def translate_documents(self, documents: List[List[str]], context: Optional[int] = None,
                             beam: Optional[int] = None, lenpen: Optional[float] = None,

@@ -78,7 +78,7 @@ def main(argv=None):
     from fairseq.data import Dictionary
     from fairseq.data.data_utils import post_process
 
-    from fairseq_rope.ct2 import CTranslate2Translator
+    from fairseq_rope.ct2 import CTranslate2Translator, subword_text
 
     try:
         mt = CTranslate2Translator(args.model_dir, device=args.device, compute_type=args.compute_type,
@@ -103,7 +103,7 @@ def main(argv=None):
         out.write(f"S-{i}\t{' '.join(source)}\n")
         for tokens, score in nbest:
             score = score / math.log(2)  # as fairseq-generate prints it
-            text = " ".join(tokens)
+            text = subword_text(tokens)  # (as fairseq-generate's H lines: without <s>)
             out.write(f"H-{i}\t{score}\t{post_process(text, args.remove_bpe) if args.remove_bpe else text}\n")
             out.write(f"D-{i}\t{score}\t{mt.decode(tokens)}\n")
     n_tokens = sum(len(nbest[0][0]) + 1 for nbest in results)

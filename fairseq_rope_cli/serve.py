@@ -4,12 +4,17 @@
     curl -s localhost:5000/translate -H 'Content-Type: application/json' \
         -d '{"q": "The small dog sees the red house.", "source": "en", "target": "de"}'
 
-Each --model is one language pair: a checkpoints directory and the data-bin it was trained on (the
-fairseq backend; --checkpoint-file as in fairseq-rope-translate, default the recipe's average where it
-exists, else checkpoint_best.pt), or a fairseq-rope-ct2 export alone (CTranslate2). The pair is the
-model's own. Clients that speak LibreTranslate (deep-translator, SearXNG, Weblate, ...) use it as they
+Each --model is one language pair: a checkpoints directory and the data-bin it was trained on
+(--checkpoint-file as in fairseq-rope-translate, default the recipe's average where it exists, else
+checkpoint_best.pt), or a fairseq-rope-ct2 export alone. The pair is the model's own. --backend auto
+(the default) serves a checkpoint with CTranslate2 where it gives fairseq's translations (ctranslate2
+installed; RoPE, the transformer, Shaw's RPE or T5's bias; a sentence-level model): a float32 export
+made on first use and cached beside the checkpoint (keyed by its content), about 3x fairseq's
+sentences/s on a CPU (docs/serving.md); else fairseq, with one line saying why. Clients that speak LibreTranslate (deep-translator, SearXNG, Weblate, ...) use it as they
 use LibreTranslate: POST /translate with q (a text or a list), source, target, format (text or html),
-alternatives and api_key, as JSON or a form; GET /languages, /health, /frontend/settings; errors as
+alternatives and api_key, as JSON or a form; POST /translate_file with a file (.txt, .html, .srt, .vtt,
+.docx: --file-limit bytes, its text within --char-limit), source and target, then GET its
+translatedFileUrl (once; removed after --file-keep seconds); GET /languages, /health, /frontend/settings; errors as
 {"error": "..."} with 400, 403, 404, 405, 413, 429, 500 or 503 (with Retry-After). Texts are running
 text: split into sentences, translated, put back with their layout (docs/serving.md). A web page is at
 / (--no-web-page turns it off). The sentences of concurrent requests are translated together in batches
@@ -34,6 +39,11 @@ def parse_args(argv=None):
                     help="a checkpoints directory and its data-bin, or a fairseq-rope-ct2 export; once per model")
     ap.add_argument("--checkpoint-file", help=f"the checkpoint in each fairseq MODEL_DIR (default: {AVERAGED} "
                                               "where it exists, else checkpoint_best.pt)")
+    ap.add_argument("--backend", choices=["auto", "fairseq", "ctranslate2"], default="auto",
+                    help="auto: CTranslate2 where it gives fairseq's translations, else fairseq (default: %(default)s)")
+    ap.add_argument("--quantization", choices=["int8", "int8_float32", "int16", "float16", "bfloat16", "float32"],
+                    help="CTranslate2's computation type, the weights quantized as the model loads (default: "
+                         "float32; int8: faster, translations may differ: docs/serving.md)")
     ap.add_argument("--host", default="127.0.0.1", help="(default: %(default)s; 0.0.0.0 to serve other machines)")
     ap.add_argument("--port", type=int, default=5000, help="(default: %(default)s, LibreTranslate's)")
     ap.add_argument("--beam", type=int, default=4, help="(default: %(default)s)")
@@ -56,6 +66,11 @@ def parse_args(argv=None):
                                                        "requests per minute; when given, every request needs one")
     ap.add_argument("--req-limit", type=int, default=0,
                     help="requests per minute per client without keys; 0: no limit (default: %(default)s)")
+    ap.add_argument("--file-limit", type=int, default=10 << 20,
+                    help="bytes of a file sent to POST /translate_file; 0: no limit (default: %(default)s, 10 MiB; "
+                         "its text counts against --char-limit too)")
+    ap.add_argument("--file-keep", type=float, default=600.0,
+                    help="seconds a translated file waits for its download before it is removed (default: %(default)s)")
     ap.add_argument("--no-web-page", action="store_true", help="no web page at /")
     ap.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="warning",
                     help="the log lines of fairseq and the other libraries shown, from this level (default: "
@@ -98,6 +113,8 @@ def check_models(args):
             if not os.path.isfile(os.path.join(model_dir, "model.bin")):
                 raise InputError(PROG, f"--model {model_dir}: no model.bin, so not a fairseq-rope-ct2 export; a "
                                        "checkpoints directory needs its data-bin: --model MODEL_DIR DATA_BIN")
+            if args.backend == "fairseq":
+                raise InputError(PROG, f"--model {model_dir} is a CTranslate2 export: not with --backend fairseq")
             found.append((model_dir, None, None))
             continue
         if not os.path.isdir(data_bin):
@@ -111,13 +128,17 @@ def main(argv=None):
     for flag in ("beam", "batch_limit", "queue_size", "max_tokens"):
         if getattr(args, flag) < 1:
             raise InputError(PROG, f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
-    for flag in ("char_limit", "req_limit", "threads", "batch_wait_ms"):
+    for flag in ("char_limit", "req_limit", "threads", "batch_wait_ms", "file_limit"):
         if getattr(args, flag) < 0:
             raise InputError(PROG, f"--{flag.replace('_', '-')} must be >= 0, got {getattr(args, flag)}")
     if args.timeout <= 0:
         raise InputError(PROG, f"--timeout must be > 0 seconds, got {args.timeout}")
+    if args.file_keep <= 0:
+        raise InputError(PROG, f"--file-keep must be > 0 seconds, got {args.file_keep}")
     if not 0 < args.port < 65536:
         raise InputError(PROG, f"--port must be 1 to 65535, got {args.port}")
+    if args.quantization and args.backend == "fairseq":
+        raise InputError(PROG, "--quantization is CTranslate2's: not with --backend fairseq")
     keys = read_api_keys(args.api_keys) if args.api_keys else None
     specs = check_models(args)
     try:
@@ -147,12 +168,10 @@ def main(argv=None):
         models = []
         for model_dir, data_bin, checkpoint in specs:
             try:
-                if data_bin is None:
-                    mt = load_translator(model_dir, backend="ctranslate2", beam=args.beam, lenpen=args.lenpen,
-                                         device=device, threads=threads if device == "cpu" else 0)
-                else:
-                    mt = load_translator(model_dir, data_bin, checkpoint_file=checkpoint, beam=args.beam,
-                                         lenpen=args.lenpen, device=device)
+                mt = load_translator(model_dir, data_bin, checkpoint_file=checkpoint, beam=args.beam,
+                                     lenpen=args.lenpen, device=device, backend=args.backend,
+                                     compute_type=args.quantization or "default",
+                                     threads=threads if device == "cpu" else 0)
             except Exception as error:  # a missing or damaged file is one line; anything else names its kind
                 known = isinstance(error, (FileNotFoundError, ValueError, CheckpointError))
                 print(f"{PROG}: error: {error if known else f'{type(error).__name__}: {error}'}", file=sys.stderr)
@@ -168,7 +187,8 @@ def main(argv=None):
 
     limits = Limits(char_limit=args.char_limit, batch_limit=args.batch_limit, timeout=args.timeout,
                     queue_size=args.queue_size, max_tokens=args.max_tokens, batch_wait=args.batch_wait_ms / 1000,
-                    api_keys=keys, req_limit=args.req_limit, web_page=not args.no_web_page)
+                    api_keys=keys, req_limit=args.req_limit, web_page=not args.no_web_page,
+                    file_limit=args.file_limit, file_keep=args.file_keep)
     print(f"[{PROG}] http://{args.host}:{args.port}/ (loading {len(specs)} model(s); /health says when ready)",
           file=sys.stderr, flush=True)
     # the server's line per request (fairseq_rope_server.app) as uvicorn writes its own, on stderr

@@ -13,7 +13,10 @@ tags translated, the tags kept). The sentences of all requests to a model wait i
 a thread takes them, round robin over the requests that wait (one sentence of each in turn, so a long
 text does not hold a short one behind it), up to a budget of source subwords or a short wait for more,
 and translates them in one beam search. A document-level model translates the sentences of a request
-as one document, one request at a time.
+as one document, one request at a time. Files (``POST /translate_file``, LibreTranslate's: .txt, .html,
+.srt, .vtt, .docx, read by fairseq_rope_text.files) are translated as a request of their units' texts,
+through the same queue; the translated file waits in a temporary folder for its one ``GET
+/download_file/NAME`` (or ``file_keep`` seconds), the folder removed at shutdown.
 
 Only the standard library at import time besides Starlette (the ``serve`` extra).
 """
@@ -21,17 +24,19 @@ Only the standard library at import time besides Starlette (the ``serve`` extra)
 import asyncio
 import collections
 import contextlib
-import html
 import itertools
 import json
 import logging
 import os
 import re
+import secrets
+import shutil
+import tempfile
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, List, Optional
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -39,9 +44,11 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import FileResponse, JSONResponse
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from fairseq_rope_text import files
+from fairseq_rope_text.html_text import html_join, html_parts
 from fairseq_rope_text.running_text import join_text, line_ending, split_text
 
 LOG = logging.getLogger(__name__)  # one INFO line per request; tracebacks of internal errors
@@ -65,6 +72,8 @@ class Limits:
     batch_wait: float = 0.01        # seconds to wait for more sentences before a beam search
     api_keys: Optional[Dict[str, int]] = None  # key: requests per minute (0: no limit); None: no keys
     req_limit: int = 0              # requests per minute per client without keys (0: no limit)
+    file_limit: int = 10 << 20      # bytes of a POST /translate_file's body (0: no limit)
+    file_keep: float = 600.0        # seconds a translated file waits for its download
     web_page: bool = True
 
     def body_limit(self) -> int:
@@ -296,50 +305,6 @@ def whole_number(params: dict, name: str) -> int:
                        f"the URL), got {shown(value)}")
 
 
-# a tag: "<" then a letter, "/", "!" or "?" (a "<" in text, "a < b", is text); comments and CDATA whole
-TAG = re.compile(r"""<!--.*?-->|<!\[CDATA\[.*?\]\]>|<[a-zA-Z/!?](?:"[^"]*"|'[^']*'|[^'">])*>""", re.S)
-RAW_TEXT = re.compile(r"<(script|style|code|pre|textarea)\b", re.I)
-
-
-def html_parts(document: str) -> List[tuple]:
-    """An HTML text as [(is_text, part)]: tags, comments and the content of script, style, code, pre and
-    textarea (up to its closing tag) as they are (is_text False), the text between tags unescaped (is_text
-    True)."""
-    parts, at = [], 0
-    while at < len(document):
-        match = TAG.search(document, at)
-        end = match.start() if match else len(document)
-        if end > at:
-            parts.append((True, html.unescape(document[at:end])))
-        if not match:
-            break
-        tag, at = match.group(0), match.end()
-        parts.append((False, tag))
-        raw = RAW_TEXT.match(tag)
-        if raw and not tag.endswith("/>"):  # everything up to its closing tag is kept as it is
-            close = re.compile(rf"</{raw.group(1)}\s*>", re.I).search(document, at)
-            end = close.start() if close else len(document)
-            if end > at:
-                parts.append((False, document[at:end]))
-            at = end
-    return parts
-
-
-def html_join(parts: List[tuple], translations: Iterator[str]) -> str:
-    """The HTML of ``html_parts``' parts with each text part that is not blank replaced by the next of
-    ``translations`` (the spaces around it kept), every text escaped, every other part as it was."""
-    out = []
-    for is_text, part in parts:
-        if not is_text:
-            out.append(part)
-        elif not part.strip():
-            out.append(html.escape(part, quote=False))
-        else:
-            lead, trail = part[:len(part) - len(part.lstrip())], part[len(part.rstrip()):]
-            out.append(lead + html.escape(next(translations).strip(), quote=False) + trail)
-    return "".join(out)
-
-
 @dataclass
 class Piece:
     """A text to translate as running text, and its layout and sentences (split_text's)."""
@@ -354,16 +319,18 @@ class Server:
         self.limits = limits
         self.batchers = {pair: Batcher(m, limits) for pair, m in self.models.items()}
         self.rates: Dict[str, collections.deque] = collections.defaultdict(collections.deque)
+        self.folder: Optional[str] = None  # the translated files' temporary folder, made for the first
+        self.files: Dict[str, tuple] = {}  # name in the URL: (path, name to download as, media type, expiry)
 
     # ---- requests -------------------------------------------------------------------------------
-    async def body(self, request: Request) -> bytes:
+    async def body(self, request: Request, limit: Optional[int] = None) -> bytes:
         """The request's body, read up to the limit (413 past it)."""
-        limit, chunks, size = self.limits.body_limit(), [], 0
+        limit, chunks, size = self.limits.body_limit() if limit is None else limit, [], 0
         try:
             async for chunk in request.stream():
                 chunks.append(chunk)
                 size += len(chunk)
-                if size > limit:
+                if limit and size > limit:
                     raise Failure(413, f"Invalid request: the body is larger than the limit ({limit} bytes)")
         except ClientDisconnect:
             raise Failure(400, "Invalid request: the client left before sending its whole body") from None
@@ -476,7 +443,18 @@ class Server:
             raise Failure(400, f"Invalid request: alternatives must be 0 to {model.beam - 1} (the beam is {model.beam})")
         if alternatives and model.context:
             raise Failure(400, "Invalid request: alternatives are not offered by a document-level model")
+        found = await self.translated(model, texts, fmt, alternatives + 1)
+        answer = {"translatedText": found[0] if batch else found[0][0]}
+        if alternatives:
+            others = found[1:]
+            answer["alternatives"] = [[o[i] for o in others] for i in range(len(texts))] if batch else \
+                [o[0] for o in others]
+        return JSONResponse(answer)
 
+    async def translated(self, model: ServedModel, texts: List[str], fmt: str, n: int = 1) -> List[List[str]]:
+        """``texts`` (running text, or HTML where ``fmt`` is "html") translated by ``model`` through its queue
+        (the request's limits checked before): for k < ``n``, every text with each sentence's k-th best
+        translation."""
         # every text (or each text between an HTML text's tags) split into sentences
         documents = [html_parts(t) if fmt == "html" else [(True, t)] for t in texts]
         pieces = [Piece(part, *split_text(part, model.source))
@@ -491,7 +469,7 @@ class Server:
         if batcher.size + len(sentences) > self.limits.queue_size:
             raise busy  # (before the work of encoding them)
         loop = asyncio.get_running_loop()
-        job = Job(sentences, [model.encode(s) for s in sentences], alternatives + 1, loop, loop.create_future())
+        job = Job(sentences, [model.encode(s) for s in sentences], n, loop, loop.create_future())
         if not batcher.submit(job):
             raise busy
         try:
@@ -515,12 +493,7 @@ class Server:
                 return [html_join(parts, it) for parts in documents]
             return [next(it) if text.strip() else text for text in texts]
 
-        answer = {"translatedText": text_of(0) if batch else text_of(0)[0]}
-        if alternatives:
-            others = [text_of(k) for k in range(1, alternatives + 1)]
-            answer["alternatives"] = [[o[i] for o in others] for i in range(len(texts))] if batch else \
-                [o[0] for o in others]
-        return JSONResponse(answer)
+        return [text_of(k) for k in range(n)]
 
     async def languages(self, request: Request):
         codes = sorted({code for pair in self.models for code in pair})  # a target only: no targets
@@ -538,17 +511,93 @@ class Server:
         return JSONResponse({
             "charLimit": self.limits.char_limit or -1, "batchLimit": self.limits.batch_limit,
             "frontendTimeout": int(self.limits.timeout * 1000), "apiKeys": self.limits.api_keys is not None,
-            "keyRequired": self.limits.api_keys is not None, "suggestions": False, "filesTranslation": False,
-            "supportedFilesFormat": [],
+            "keyRequired": self.limits.api_keys is not None, "suggestions": False, "filesTranslation": True,
+            "supportedFilesFormat": files.supported(),
             "language": {"source": {"code": first.source, "name": NAMES.get(first.source, first.source)},
                          "target": {"code": first.target, "name": NAMES.get(first.target, first.target)}}})
+
+    async def translate_file(self, request: Request):
+        """LibreTranslate's POST /translate_file: multipart form data with ``file``, ``source``, ``target`` (and
+        ``api_key``); the file translated by its extension (fairseq_rope_text.files), its units through the
+        model's queue as one request of texts, kept for ``file_keep`` seconds: {"translatedFileUrl": URL}."""
+        values = form_fields(utf8(request.scope["query_string"], "the URL's query"), "the URL's query")
+        body = await self.body(request, self.limits.file_limit)
+        kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if kind != "multipart/form-data":
+            raise Failure(400, f"Invalid request: a body of type {shown(kind) if kind else 'none given'}; send the "
+                               "file as multipart/form-data (curl -F file=@talk.srt -F source=en -F target=de)")
+
+        async def chunks():
+            yield body
+        try:
+            form = await MultiPartParser(request.headers, chunks(), max_files=1,
+                                         max_part_size=self.limits.body_limit()).parse()
+        except MultiPartException as error:
+            raise Failure(400, f"Invalid request: the multipart body: {error.message}") from None
+        upload = form.get("file")
+        values.update(fields([(k, v) for k, v in form.multi_items() if isinstance(v, str)]))
+        self.check_key(request, values)
+        if upload is None or isinstance(upload, str):
+            raise Failure(400, "Invalid request: missing file parameter (a file, as curl -F file=@talk.srt sends it)")
+        for name in ("source", "target"):
+            if values.get(name) in (None, ""):
+                raise Failure(400, f"Invalid request: missing {name} parameter")
+        model = self.pair(values["source"], values["target"])
+        filename = os.path.basename((upload.filename or "").replace("\\", "/")) or "file"
+        try:
+            fmt = files.file_format(filename)
+            data = await upload.read()
+            document = await asyncio.to_thread(files.read_document, data, fmt, filename)
+        except files.FileError as error:
+            raise Failure(400, f"Invalid request: {error}") from None
+        chars = sum(len(unit) for unit in document.units)
+        if self.limits.char_limit and chars > self.limits.char_limit:
+            raise Failure(400, f"Invalid request: the file's text ({chars} characters) exceeds the limit "
+                               f"({self.limits.char_limit})")
+        translations = (await self.translated(model, document.units, "text"))[0] if document.units else []
+        translated = await asyncio.to_thread(document.write, translations)
+        stem, extension = os.path.splitext(filename)
+        download = f"{stem}.{model.target}{extension}"
+        self.sweep()
+        if self.folder is None:
+            self.folder = tempfile.mkdtemp(prefix="fairseq-rope-serve-files-")
+        name = secrets.token_urlsafe(16) + extension.lower()
+        path = os.path.join(self.folder, name)
+        with open(path, "wb") as f:
+            f.write(translated)
+        self.files[name] = (path, download, files.MEDIA_TYPES[fmt], time.monotonic() + self.limits.file_keep)
+        return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
+
+    async def download_file(self, request: Request):
+        """GET /download_file/NAME: a translated file, once (removed as it is sent), as an attachment named as
+        the file sent with the target language before its extension (talk.de.srt)."""
+        self.sweep()
+        entry = self.files.pop(request.path_params["name"], None)
+        if entry is None:
+            raise Failure(404, f"Not Found: no translated file {shown(request.path_params['name'])} (a file is kept "
+                               f"until it is downloaded, or {self.limits.file_keep:g} s)")
+        path, download, media_type, _ = entry
+        with open(path, "rb") as f:
+            data = f.read()
+        os.remove(path)
+        quoted = urllib.parse.quote(download, safe="")
+        disposition = f'attachment; filename="{download}"' if quoted == download else \
+            f"attachment; filename*=utf-8''{quoted}"
+        return Response(data, media_type=media_type, headers={"Content-Disposition": disposition})
+
+    def sweep(self, everything: bool = False):
+        """Removes the translated files past their time (all of them, and their folder, with ``everything``)."""
+        now = time.monotonic()
+        for name in [n for n, entry in self.files.items() if everything or entry[3] <= now]:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.files.pop(name)[0])
+        if everything and self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
     async def detect(self, request: Request):
         raise Failure(400, "Invalid request: this server does not detect languages (each model translates one "
                            "language pair); GET /languages lists them")
-
-    async def page(self, request: Request):
-        return FileResponse(WEB_PAGE, media_type="text/html; charset=utf-8")
 
 
 def json_error(status: int, message: str, headers: Optional[dict] = None) -> JSONResponse:
@@ -567,6 +616,17 @@ async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
     else:
         message = exc.detail
     return json_error(exc.status_code, message, headers)
+
+
+class CORS(CORSMiddleware):
+    """Starlette's CORS, its answer to a preflight (OPTIONS with Origin and Access-Control-Request-Method)
+    JSON as every answer: ``{}``, or ``{"error": ...}`` with its 400; the CORS headers as Starlette sets them."""
+
+    def preflight_response(self, request_headers):
+        plain = super().preflight_response(request_headers)
+        headers = {k: v for k, v in plain.headers.items() if k not in ("content-length", "content-type")}
+        return JSONResponse({} if plain.status_code == 200 else {"error": plain.body.decode()},
+                            status_code=plain.status_code, headers=headers)
 
 
 async def internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -613,7 +673,9 @@ def make_app(models: List[ServedModel], limits: Limits = None, load=None) -> Sta
     def endpoint(name):
         async def handle(request: Request):
             server = state["server"]
-            if state["failed"]:
+            if name == "page":  # served while the models load too: it says so and waits for them
+                answer = FileResponse(WEB_PAGE, media_type="text/html; charset=utf-8")
+            elif state["failed"]:
                 answer = json_error(500, f"the models failed to load: {state['failed']}")
             elif server is None:
                 answer = JSONResponse({"status": "loading", "models": []} if name == "health" else
@@ -642,16 +704,27 @@ def make_app(models: List[ServedModel], limits: Limits = None, load=None) -> Sta
                 except Exception as error:  # every answer says so (a 500), /health too
                     state["failed"] = f"{type(error).__name__}: {error}"
             task = asyncio.ensure_future(loading())
+
+        async def sweeping():  # translated files not downloaded in time are removed
+            while True:
+                await asyncio.sleep(max(0.1, min(limits.file_keep / 2, 30)))
+                if state["server"]:
+                    state["server"].sweep()
+        sweeper = asyncio.ensure_future(sweeping())
         yield
+        sweeper.cancel()
         if load is not None and not task.done():
             task.cancel()
         if state["server"]:
             for batcher in state["server"].batchers.values():
                 batcher.stop()
+            state["server"].sweep(everything=True)
 
     routes = [Route("/translate", endpoint("translate"), methods=["POST"]),
               Route("/languages", endpoint("languages"), methods=["GET", "POST"]),
               Route("/detect", endpoint("detect"), methods=["POST"]),
+              Route("/translate_file", endpoint("translate_file"), methods=["POST"]),
+              Route("/download_file/{name}", endpoint("download_file"), methods=["GET"]),
               Route("/health", endpoint("health"), methods=["GET"]),
               Route("/frontend/settings", endpoint("settings"), methods=["GET"])]
     if limits.web_page:
@@ -659,5 +732,5 @@ def make_app(models: List[ServedModel], limits: Limits = None, load=None) -> Sta
     return Starlette(routes=routes, lifespan=lifespan,
                      exception_handlers={HTTPException: http_error, Exception: internal_error},
                      middleware=[Middleware(AccessLog),
-                                 Middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"],
+                                 Middleware(CORS, allow_origins=["*"], allow_methods=["GET", "POST"],
                                             allow_headers=["*"])])

@@ -62,8 +62,9 @@ def hypotheses(output):
     return [found[i] for i in sorted(found)]
 
 
-def ctranslate2_forced(model, data_bin, threads, batch_size, beam, length):
-    """CTranslate2 beam search of exactly `length` subwords per sentence; returns (sentences/s, tokens)."""
+def ctranslate2_forced(model, data_bin, threads, batch_size, beam, length, inter_threads=1):
+    """CTranslate2 beam search of exactly `length` subwords per sentence, its batches translated by
+    `inter_threads` workers of threads / inter_threads threads each; returns (sentences/s, tokens)."""
     import ctranslate2
     from fairseq.data import Dictionary
 
@@ -73,7 +74,8 @@ def ctranslate2_forced(model, data_bin, threads, batch_size, beam, length):
         meta = json.load(f)
     dictionary = Dictionary.load(os.path.join(model, f"dict.{meta['source_lang']}.txt"))
     sources = binarized_subset(data_bin, "test", meta["source_lang"], meta["target_lang"], dictionary)
-    translator = ctranslate2.Translator(model, device="cpu", intra_threads=threads)
+    translator = ctranslate2.Translator(model, device="cpu", intra_threads=max(1, threads // inter_threads),
+                                        inter_threads=inter_threads)
     start = time.perf_counter()
     outputs = translator.translate_batch(sources, max_batch_size=batch_size, beam_size=beam, return_end_token=True,
                                          min_decoding_length=length, max_decoding_length=length + 1,
@@ -95,6 +97,11 @@ def main(argv=None):
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--lenpen", type=float, default=0.6)
     p.add_argument("--repeats", type=int, default=3, help="interleaved timed rounds (default: 3)")
+    p.add_argument("--ct2-batch-size", type=int, help="CTranslate2's sentences per batch with --forced-length "
+                                                      "(default: --batch-size)")
+    p.add_argument("--inter-threads", type=int, default=1,
+                   help="with --forced-length: CTranslate2's batches translated by this many workers, each with "
+                        "--threads / N threads (default: 1)")
     p.add_argument("--forced-length", type=int, metavar="L",
                    help="make every hypothesis L subwords long, for weights that do not translate yet (no BLEU)")
     p.add_argument("--work-dir", help="where the exported models go (default: a temporary directory)")
@@ -122,7 +129,8 @@ def main(argv=None):
              "--quantization", weights, "--force")
         if forced:
             runs[f"ctranslate2 {weights}"] = lambda model=model: ctranslate2_forced(
-                model, args.data_bin, args.threads, args.batch_size, args.beam, forced)
+                model, args.data_bin, args.threads, args.ct2_batch_size or args.batch_size, args.beam, forced,
+                args.inter_threads)
         else:
             runs[f"ctranslate2 {weights}"] = (lambda model=model: tool(
                 "fairseq-rope-ct2-generate", model, "--data-bin", args.data_bin, "--threads", args.threads,
@@ -168,10 +176,12 @@ def main(argv=None):
     import torch
 
     report = dict(model=args.name or args.checkpoint, checkpoint=os.path.abspath(args.checkpoint), threads=args.threads,
-                  forced_length=forced,
+                  forced_length=forced, ct2_batch_size=args.ct2_batch_size or args.batch_size,
+                  inter_threads=args.inter_threads, ct2_force_cpu_isa=os.environ.get("CT2_FORCE_CPU_ISA"),
                   batch_size=args.batch_size, beam=args.beam, lenpen=args.lenpen, repeats=args.repeats,
                   cpu=platform.processor() or platform.machine(), torch=torch.__version__,
-                  ctranslate2=ctranslate2.__version__, command=shlex.join(["scripts/ct2_benchmark.py", *(argv or sys.argv[1:])]),
+                  ctranslate2=ctranslate2.__version__, command=shlex.join([*([f"CT2_FORCE_CPU_ISA={os.environ['CT2_FORCE_CPU_ISA']}"] if os.environ.get(
+                      "CT2_FORCE_CPU_ISA") else []), "scripts/ct2_benchmark.py", *(argv or sys.argv[1:])]),
                   results=rows)
     try:
         with open("/proc/cpuinfo") as f:
@@ -179,9 +189,14 @@ def main(argv=None):
     except (OSError, StopIteration):
         pass
     what = f"exactly {forced} subwords per hypothesis" if forced else f"{rows[0]['sentences']} sentences"
+    ct2_setting = ""
+    if forced and (args.ct2_batch_size or args.inter_threads != 1 or report["ct2_force_cpu_isa"]):
+        ct2_setting = (f"; CTranslate2: batches of {report['ct2_batch_size']}, {args.inter_threads} worker(s) of "
+                       f"{max(1, args.threads // args.inter_threads)} thread(s), ISA "
+                       f"{report['ct2_force_cpu_isa'] or 'its choice'}")
     lines = [f"Beam-{args.beam} translation, {what}, {report['model']}, {args.threads} CPU "
-             f"threads, batches of {args.batch_size} ({report['cpu']}; torch {report['torch']}, CTranslate2 "
-             f"{report['ctranslate2']}; median of {args.repeats} interleaved runs)", ""]
+             f"threads, batches of {args.batch_size}{ct2_setting} ({report['cpu']}; torch {report['torch']}, "
+             f"CTranslate2 {report['ctranslate2']}; median of {args.repeats} interleaved runs)", ""]
     if forced:
         lines += ["| tool | sentences/s | vs fairseq-generate | generated tokens (EOS included) |",
                   "| --- | ---: | ---: | ---: |"]

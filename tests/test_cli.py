@@ -126,7 +126,8 @@ def test_python_api_translates_like_fairseq_interactive(data, trained):
 
     # languages from the checkpoint's task (src-tgt here), fairseq's length limits (0 x source + 200),
     # the device torch has (a CPU here)
-    mt = load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", bpe_codes=data / "codes")
+    mt = load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", bpe_codes=data / "codes",
+                         backend="fairseq")
     assert (mt.task.source_dictionary, mt.task.cfg.source_lang, mt.task.cfg.target_lang)[1:] == ("src", "tgt")
     assert (mt.cfg.generation.max_len_a, mt.cfg.generation.max_len_b) == (0, 200)
     assert mt.device == torch.device("cpu")
@@ -146,8 +147,9 @@ def test_python_api_device_follows_torch(data, trained, monkeypatch):
     moved = []
     monkeypatch.setattr(hub.Translator, "to", lambda self, device: moved.append(device) or self)
     monkeypatch.setattr(hub.torch.cuda, "is_available", lambda: True)
-    hub.load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", tokenizer=None)
-    hub.load_translator(trained, data / "bin", checkpoint_file="checkpoint_last.pt", tokenizer=None, device="cpu")
+    load = dict(checkpoint_file="checkpoint_last.pt", tokenizer=None, backend="fairseq")
+    hub.load_translator(trained, data / "bin", **load)
+    hub.load_translator(trained, data / "bin", **load, device="cpu")
     assert moved == ["cuda", "cpu"]
 
 

@@ -452,3 +452,29 @@ def test_fairseq_rope_translate_defaults_to_ctranslate2_with_fairseqs_text(data,
     out = run_main(translate.main, "--model-dir", next((tmp_path / "model" / "ct2-cache").iterdir()), "--input",
                    text, "--backend", "fairseq")
     assert out.returncode == 1 and "is a CTranslate2 export" in out.stderr
+
+
+def test_fairseq_rope_serve_defaults_to_ctranslate2_with_fairseqs_translations(data, models, tmp_path):
+    """fairseq-rope-serve --model DIR DATA_BIN: CTranslate2 said on stderr, and each text answered as
+    fairseq's translate_text translates it (layout included); --backend fairseq says nothing of it."""
+    from test_serve import Server
+
+    from fairseq_rope.hub import load_translator
+    from fairseq_rope_text.preprocessing import resolve
+
+    checkpoint = copy_checkpoint(models["interleaved"], tmp_path / "model")
+    data_bin = tmp_path / "bin"
+    shutil.copytree(data / "bin", data_bin)
+    resolve(str(data / "bin"), "src", "tgt", bpe_codes=str(data / "codes")).write(str(data_bin))
+    sources = (data / "raw.src").read_text().splitlines()
+    texts = [text_with_layout(sources[k:]) for k in range(0, 60, TEXT_UNITS)]
+    reference = load_translator(checkpoint.parent, data_bin, backend="fairseq", device="cpu")
+    for backend in ("auto", "fairseq"):
+        server = Server((checkpoint.parent, data_bin), backend=backend)
+        try:
+            status, answer, _ = server.call("POST", "/translate", {"q": texts, "source": "src", "target": "tgt"})
+        finally:
+            assert server.stop()
+        err = server.process.stderr.read()
+        assert status == 200 and answer["translatedText"] == [reference.translate_text(t) for t in texts]
+        assert ("translating with CTranslate2 (float32)" in err) == (backend == "auto"), err

@@ -339,7 +339,8 @@ def test_running_text_translates_sentence_by_sentence_with_the_layout_kept(recip
                           str(recipe["work"] / "data-bin"), "--device", "cpu"],
                          input=text, capture_output=True, text=True, env=recipe["env"])
     assert out.returncode == 0, out.stderr[-3000:]
-    mt = load_translator(checkpoint.parent, recipe["work"] / "data-bin", checkpoint_file=checkpoint.name)
+    mt = load_translator(checkpoint.parent, recipe["work"] / "data-bin", checkpoint_file=checkpoint.name,
+                         backend="fairseq")  # the command's default, CTranslate2, must give fairseq's translations
     alone = mt.translate(found)
     assert out.stdout == join_text(layout, alone)
     # every line on its line (the one inside paragraph 2 follows a sentence end), blank lines and indentation kept

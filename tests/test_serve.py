@@ -47,16 +47,20 @@ def model(tmp_path_factory):
 def mt(model):
     from fairseq_rope.hub import load_translator
 
-    return load_translator(model[0], model[1], device="cpu")
+    return load_translator(model[0], model[1], device="cpu", backend="fairseq")
 
 
 class Server:
-    def __init__(self, model, *flags):
+    """fairseq-rope-serve on a free port, on the fairseq backend unless ``backend`` says (the untrained
+    model's translations run to the length limit, where CTranslate2's beam may differ from fairseq's:
+    docs/deployment.md; the default backend is tested on trained models in tests/test_ct2.py)."""
+
+    def __init__(self, model, *flags, backend="fairseq"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             [os.path.join(BIN, "fairseq-rope-serve"), "--model", *map(str, model), "--port",
-             str(self.port), "--device", "cpu", "--threads", "1", *map(str, flags)],
+             str(self.port), "--device", "cpu", "--threads", "1", "--backend", backend, *map(str, flags)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -212,7 +216,7 @@ def test_html_keeps_its_tags_and_translates_the_text_between_them(server, mt):
 def test_html_parts_and_html_join_keep_tags_raw_text_and_escape_the_text():
     """The HTML side on its own, with given translations: entities unescaped for the model and escaped
     again in the answer; script content with "<" and ">" kept; comments kept; spaces around a text kept."""
-    from fairseq_rope_server.app import html_join, html_parts
+    from fairseq_rope_text.html_text import html_join, html_parts
 
     page = '<p class="a">a &lt; b &amp; c</p> <script>if (a < b && c > d) x = "<t>";</script><!-- a -->\n<i> x </i>'
     parts = html_parts(page)
@@ -225,7 +229,7 @@ def test_html_parts_and_html_join_keep_tags_raw_text_and_escape_the_text():
 def test_code_pre_and_textarea_are_kept_as_they_are_like_script():
     """What is inside pre, code and textarea (any case, with attributes) is not text to translate: kept
     as it is, entities and line breaks included; only the text outside is translated."""
-    from fairseq_rope_server.app import html_join, html_parts
+    from fairseq_rope_text.html_text import html_join, html_parts
 
     page = ('<p>Run it:</p><pre>x = a &lt; b\n  print(x)</pre> <code>ls -l</code><textarea>draft</textarea>'
             '<PRE class="c">As is.</PRE>')
@@ -348,7 +352,8 @@ def test_the_docs_curl_commands_work_unchanged(server, mt):
         pytest.skip("curl is not installed")
     docs = "".join(open(os.path.join(os.path.dirname(__file__), "..", name), encoding="utf-8").read()
                    for name in ("README.md", "docs/serving.md"))
-    commands = [c.replace("\\\n", " ") for c in re.findall(r"^curl (?:.*\\\n)*.*$", docs, re.M)]
+    commands = [c.replace("\\\n", " ") for c in re.findall(r"^curl (?:.*\\\n)*.*$", docs, re.M)
+                if "_file" not in c]  # (the file commands, with their files: tests/test_files.py)
     assert len(commands) >= 3
     for command in commands:
         done = subprocess.run(["bash", "-c", command.replace("localhost:5000", f"127.0.0.1:{server.port}")],
@@ -365,48 +370,400 @@ def chromium():
     return None
 
 
-@pytest.mark.skipif(not chromium() or not shutil.which("chromedriver"),
-                    reason="needs headless Chromium and chromedriver (Debian: apt-get install chromium chromium-driver)")
-def test_web_page_translates_in_a_real_browser(server, mt, tmp_path):
-    """Headless Chromium types a paragraph, clicks Translate and reads the translation from the page; the
-    character count shows the limit; an error from the server is shown in the page."""
+BROWSER = pytest.mark.skipif(not chromium() or not shutil.which("chromedriver"), reason="needs headless Chromium "
+                             "and chromedriver (Debian: apt-get install chromium chromium-driver)")
+
+
+def open_browser(width=1100, height=700):
+    """Headless Chromium driven by selenium."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,700"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},{height}"):
         options.add_argument(flag)
-    browser = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for the module's page tests (each opens the page afresh)."""
+    driver = open_browser()
+    yield driver
+    driver.quit()
+
+
+@BROWSER
+def test_web_page_translates_in_a_real_browser(server, mt, browser, tmp_path):
+    """Headless Chromium types a paragraph, clicks Translate and reads the translation from the page; the
+    character count shows the limit; an error from the server is shown in the page."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(server.url + "/")
+    wait = WebDriverWait(browser, 30)
+    wait.until(lambda b: b.find_element(By.ID, "target").get_attribute("value") == "de")
+    assert [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#source option")] == ["English"]
+    assert [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#target option")] == ["German"]
+    text = f"{SENTENCES[6]} {SENTENCES[7]}"
+    browser.find_element(By.ID, "text").send_keys(text)
+    assert browser.find_element(By.ID, "count").text == f"{len(text)} / 20000"
+    browser.find_element(By.ID, "translate").click()
+    wait.until(lambda b: b.find_element(By.ID, "translation").text)
+    assert browser.find_element(By.ID, "translation").text == mt.translate_text(text)
+    assert browser.save_screenshot(str(tmp_path / "page.png"))
+    browser.execute_script("document.getElementById('text').value += 'x'.repeat(20000);"
+                           "document.getElementById('text').dispatchEvent(new Event('input'));")
+    assert "over" in browser.find_element(By.ID, "count").get_attribute("class")
+    browser.find_element(By.ID, "translate").click()
+    assert "this server takes at most 20000" in browser.find_element(By.ID, "error").text
+    browser.execute_script("document.getElementById('source').add(new Option('French', 'fr'));"
+                           "document.getElementById('source').value = 'fr';")
+    browser.find_element(By.ID, "text").clear()
+    browser.find_element(By.ID, "text").send_keys("Bonjour.")
+    browser.find_element(By.ID, "translate").click()
+    wait.until(lambda b: b.find_element(By.ID, "error").text)
+    assert "fr is not supported" in browser.find_element(By.ID, "error").text
+
+
+class Hooks:
+    """ASGI middleware around make_app for the page's browser tests: every POST /translate's q recorded
+    (``asked``, then ``answered`` once the app answered it), a q in ``slow`` answered that many seconds late
+    (an older request's answer then comes after a newer one's), a q in ``fail`` answered with that (status,
+    plain text) as a proxy might."""
+
+    def __init__(self, app):
+        self.app = app
+        self.asked, self.answered, self.slow, self.fail = [], [], {}, {}
+
+    async def __call__(self, scope, receive, send):
+        import asyncio
+
+        from starlette.responses import PlainTextResponse
+
+        if scope["type"] == "http" and scope["path"] == "/translate" and scope["method"] == "POST":
+            body, more = b"", True
+            while more:
+                message = await receive()
+                body, more = body + message.get("body", b""), message.get("more_body", False)
+            q = json.loads(body).get("q")
+            self.asked.append(q)
+            await asyncio.sleep(self.slow.get(q, 0))
+            if q in self.fail:
+                status, text = self.fail[q]
+                await PlainTextResponse(text, status)(scope, receive, send)
+            else:
+                replayed = []
+
+                async def again():
+                    if not replayed:
+                        replayed.append(True)
+                        return {"type": "http.request", "body": body, "more_body": False}
+                    return await receive()
+                await self.app(scope, again, send)
+            self.answered.append(q)
+        else:
+            await self.app(scope, receive, send)
+
+
+class Live:
+    """An ASGI app served by uvicorn in a thread of the test's own process (its models loaded once, here)."""
+
+    def __init__(self, app):
+        import threading
+
+        import uvicorn
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.uvicorn = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.uvicorn.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.uvicorn.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+
+    def translate(self, **fields):
+        """The server's own answer to POST /translate (JSON)."""
+        request = urllib.request.Request(self.url + "/translate", data=json.dumps(fields).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.loads(answer.read())
+
+    def stop(self):
+        self.uvicorn.should_exit = True
+        self.thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def short_mt(model):
+    """The model of ``mt``, its translations 10 subwords at most: the page's tests test the page, and an
+    untrained model's 200 subwords a sentence make a back-translation of many sentences take long."""
+    from fairseq_rope.hub import load_translator
+
+    return load_translator(model[0], model[1], device="cpu", max_len_b=10, backend="fairseq")
+
+
+@pytest.fixture(scope="module")
+def live(short_mt):
+    """The page's server for the browser tests, in process: en-de, and the same translator served as de-en
+    too (a pair whose reverse is served, for the swap button); 5000 characters a request; with Hooks."""
+    from fairseq_rope_server.app import Limits, ServedModel, make_app
+
+    reverse = ServedModel(short_mt)
+    reverse.source, reverse.target = "de", "en"
+    hooks = Hooks(make_app([ServedModel(short_mt), reverse], Limits(char_limit=5000, batch_wait=0)))
+    served = Live(hooks)
+    served.hooks = hooks
+    yield served
+    served.stop()
+
+
+def shown(browser, element="translation"):
+    """An element's text as the page set it (textContent: its spaces and line breaks as they are)."""
+    return browser.execute_script("return document.getElementById(arguments[0]).textContent", element)
+
+
+def page_ready(browser, url, target="de"):
+    """Opens the page at ``url`` and waits until it has its languages; a WebDriverWait of 30 s."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(url + "/")
+    wait = WebDriverWait(browser, 30, poll_frequency=0.05)
+    wait.until(lambda b: b.find_element(By.ID, "target").get_attribute("value") == target)
+    return wait
+
+
+@BROWSER
+def test_web_page_says_the_model_is_loading_then_becomes_ready_without_a_reload(short_mt, browser):
+    """While make_app's load() runs, the page (served at once) says "Loading the model…", takes a text and
+    cannot translate; once loaded it has its languages and translates the text typed meanwhile, in the same
+    page (no reload). Swap is disabled where the reverse pair is not served; the Files tab is shown only
+    where the settings offer files. A server gone is an error in words."""
+    import threading
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from fairseq_rope_server.app import Limits, ServedModel, make_app
+
+    release = threading.Event()
+
+    def load():
+        release.wait(60)
+        return [ServedModel(short_mt)]
+
+    served = Live(make_app([], Limits(batch_wait=0), load=load))
     try:
-        browser.get(server.url + "/")
-        wait = WebDriverWait(browser, 30)
-        wait.until(lambda b: b.find_element(By.ID, "target").get_attribute("value") == "de")
-        assert [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#source option")] == ["English"]
-        assert [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#target option")] == ["German"]
-        text = f"{SENTENCES[6]} {SENTENCES[7]}"
-        browser.find_element(By.ID, "text").send_keys(text)
-        assert browser.find_element(By.ID, "count").text == f"{len(text)} / 20000"
-        browser.find_element(By.ID, "translate").click()
-        wait.until(lambda b: b.find_element(By.ID, "translation").text)
-        assert browser.find_element(By.ID, "translation").text == mt.translate_text(text)
-        assert browser.save_screenshot(str(tmp_path / "page.png"))
-        browser.execute_script("document.getElementById('text').value += 'x'.repeat(20000);"
-                               "document.getElementById('text').dispatchEvent(new Event('input'));")
-        assert "over" in browser.find_element(By.ID, "count").get_attribute("class")
-        browser.find_element(By.ID, "translate").click()
-        assert "this server takes at most 20000" in browser.find_element(By.ID, "error").text
-        browser.execute_script("document.getElementById('source').add(new Option('French', 'fr'));"
-                               "document.getElementById('source').value = 'fr';")
-        browser.find_element(By.ID, "text").clear()
-        browser.find_element(By.ID, "text").send_keys("Bonjour.")
-        browser.find_element(By.ID, "translate").click()
-        wait.until(lambda b: b.find_element(By.ID, "error").text)
-        assert "fr is not supported" in browser.find_element(By.ID, "error").text
+        browser.get(served.url + "/")
+        element = browser.find_element
+        wait = WebDriverWait(browser, 30, poll_frequency=0.05)
+        wait.until(lambda b: "Loading the model" in element(By.ID, "status").text)
+        assert not element(By.ID, "translate").is_enabled() and not element(By.ID, "swap").is_enabled()
+        assert browser.find_elements(By.CSS_SELECTOR, "#source option") == []
+        browser.execute_script("window.samePage = true")
+        element(By.ID, "text").send_keys(SENTENCES[2])
+        time.sleep(1.5)  # the page asked again meanwhile, and still waits
+        assert "Loading the model" in element(By.ID, "status").text and shown(browser) == ""
+        release.set()
+        wait.until(lambda b: shown(b) == short_mt.translate_text(SENTENCES[2]))
+        assert browser.execute_script("return window.samePage") is True
+        assert element(By.ID, "status").text == "" and element(By.ID, "error").text == ""
+        assert element(By.ID, "target").get_attribute("value") == "de"
+        assert not element(By.ID, "swap").is_enabled()  # no de-en model
+        with urllib.request.urlopen(served.url + "/frontend/settings") as answer:
+            files = json.loads(answer.read())["filesTranslation"]
+        assert element(By.ID, "tab-files").is_displayed() == files
     finally:
-        browser.quit()
+        release.set()
+        served.stop()
+    element(By.ID, "translate").click()
+    wait.until(lambda b: element(By.ID, "error").text)
+    assert "Cannot reach the server" in element(By.ID, "error").text
+
+
+@BROWSER
+def test_web_page_translates_as_you_type_the_last_request_winning_and_no_stale_result(live, short_mt, browser):
+    """Typing translates after a pause of 500 ms, one request for the text typed at once; a change marks the
+    translation shown stale (and Copy off) until the new one comes; a progress bar runs meanwhile; an older
+    request answered after a newer one (the server holds it 2 s) never replaces the newer one's translation."""
+    from selenium.webdriver.common.by import By
+
+    wait, hooks, element = page_ready(browser, live.url), live.hooks, browser.find_element
+    first = SENTENCES[3]
+    asked = len(hooks.asked)
+    element(By.ID, "text").send_keys(first)
+    wait.until(lambda b: shown(b) == short_mt.translate_text(first))
+    assert hooks.asked[asked:] == [first]  # one request for the text typed at once
+    assert "stale" not in element(By.ID, "translation").get_attribute("class")
+    assert not element(By.ID, "progress").is_displayed() and element(By.ID, "copy").is_enabled()
+
+    second = f"{first} {SENTENCES[4]}"
+    hooks.slow[second] = 2
+    element(By.ID, "text").send_keys(" " + SENTENCES[4])
+    assert "stale" in element(By.ID, "translation").get_attribute("class")  # at once, before any answer
+    assert not element(By.ID, "copy").is_enabled()
+    wait.until(lambda b: hooks.asked[-1] == second)
+    assert element(By.ID, "progress").is_displayed()
+    assert shown(browser) == short_mt.translate_text(first)
+    assert "stale" in element(By.ID, "translation").get_attribute("class")
+    wait.until(lambda b: shown(b) == short_mt.translate_text(second))
+    assert "stale" not in element(By.ID, "translation").get_attribute("class")
+    wait.until(lambda b: not element(By.ID, "progress").is_displayed())
+
+    third, fourth = f"{second} {SENTENCES[5]}", f"{second} {SENTENCES[5]} {SENTENCES[6]}"
+    hooks.slow[third] = 2  # asked first, answered last
+    element(By.ID, "text").send_keys(" " + SENTENCES[5])
+    wait.until(lambda b: hooks.asked[-1] == third)
+    element(By.ID, "text").send_keys(" " + SENTENCES[6])
+    wait.until(lambda b: shown(b) == short_mt.translate_text(fourth))
+    wait.until(lambda b: third in hooks.answered)
+    time.sleep(0.5)  # (the browser had the time to show the older answer, were it taken)
+    assert shown(browser) == short_mt.translate_text(fourth) != short_mt.translate_text(third)
+    assert "stale" not in element(By.ID, "translation").get_attribute("class")
+
+
+@BROWSER
+def test_web_page_ctrl_enter_and_cmd_enter_translate_at_once(live, short_mt, browser):
+    """With "Translate as I type" off nothing is sent while typing; Ctrl+Enter (and Cmd+Enter) translates at
+    once, without a line break in the text."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    wait, hooks, element = page_ready(browser, live.url), live.hooks, browser.find_element
+    element(By.ID, "instant").click()
+    asked = len(hooks.asked)
+    element(By.ID, "text").send_keys(SENTENCES[7])
+    time.sleep(1)
+    assert len(hooks.asked) == asked and shown(browser) == ""
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.ENTER).key_up(Keys.CONTROL).perform()
+    wait.until(lambda b: shown(b) == short_mt.translate_text(SENTENCES[7]))
+    assert element(By.ID, "text").get_attribute("value") == SENTENCES[7]
+    text = f"{SENTENCES[7]} {SENTENCES[8]}"
+    element(By.ID, "text").send_keys(" " + SENTENCES[8])
+    ActionChains(browser).key_down(Keys.COMMAND).send_keys(Keys.ENTER).key_up(Keys.COMMAND).perform()
+    wait.until(lambda b: shown(b) == short_mt.translate_text(text))
+    assert hooks.asked[asked:] == [SENTENCES[7], text]
+
+
+@BROWSER
+def test_web_page_swaps_the_languages_and_the_texts_and_copies_the_translation(live, short_mt, browser):
+    """Swap (the reverse pair is served): de-en, the translation as the text, translated by the de-en model
+    as the server translates it; Copy puts the translation shown on the clipboard (read back)."""
+    from selenium.webdriver.common.by import By
+
+    wait, element = page_ready(browser, live.url), browser.find_element
+    browser.execute_cdp_cmd("Browser.grantPermissions", {"origin": live.url, "permissions": [
+        "clipboardReadWrite", "clipboardSanitizedWrite"]})
+    element(By.ID, "text").send_keys(SENTENCES[9])
+    translation = short_mt.translate_text(SENTENCES[9])
+    wait.until(lambda b: shown(b) == translation)
+    element(By.ID, "copy").click()
+    wait.until(lambda b: element(By.ID, "copy").text == "Copied")
+    assert browser.execute_async_script(
+        "navigator.clipboard.readText().then(arguments[0], (e) => arguments[0]('not read: ' + e))") == translation
+
+    assert element(By.ID, "swap").is_enabled()
+    element(By.ID, "swap").click()
+    assert [element(By.ID, name).get_attribute("value") for name in ("source", "target", "text")] == \
+        ["de", "en", translation]
+    back = live.translate(q=translation, source="de", target="en", alternatives=3)["translatedText"]
+    wait.until(lambda b: shown(b) == back)
+    assert element(By.ID, "count").text == f"{len(translation)} / 5000"
+
+
+@BROWSER
+def test_web_page_shows_the_alternatives_and_one_can_be_chosen(live, short_mt, browser):
+    """The page asks for 3 alternatives and lists the server's below the translation; choosing one makes it
+    the translation (the translation shown before goes to the list)."""
+    from selenium.webdriver.common.by import By
+
+    wait, element = page_ready(browser, live.url), browser.find_element
+    element(By.ID, "text").send_keys(SENTENCES[10])
+    answer = live.translate(q=SENTENCES[10], source="en", target="de", alternatives=3)
+    assert answer["translatedText"] == short_mt.translate_text(SENTENCES[10]) and len(answer["alternatives"]) == 3
+    wait.until(lambda b: shown(b) == answer["translatedText"])
+    choices = lambda: [browser.execute_script("return arguments[0].textContent", b)  # noqa: E731
+                       for b in browser.find_elements(By.CSS_SELECTOR, "#alternatives button")]
+    assert element(By.ID, "alternatives-box").is_displayed() and choices() == answer["alternatives"]
+    browser.find_elements(By.CSS_SELECTOR, "#alternatives button")[1].click()
+    assert shown(browser) == answer["alternatives"][1]
+    assert choices() == [answer["alternatives"][0], answer["translatedText"], answer["alternatives"][2]]
+
+
+@BROWSER
+def test_web_page_counts_code_points_against_the_limit_and_shows_errors_in_words(live, short_mt, browser):
+    """4,990 characters and 10 emoji are 5000 (the server's count, code points; 5010 in UTF-16): allowed,
+    translated; one more is over the limit: said, and not sent. A proxy's plain-text 502 is said in words."""
+    from selenium.webdriver.common.by import By
+
+    wait, hooks, element = page_ready(browser, live.url), live.hooks, browser.find_element
+    text = SENTENCES[11] + "\n" * (4990 - len(SENTENCES[11])) + "\U0001F600" * 10
+    assert len(text) == 5000 and len(text.encode("utf-16-le")) // 2 == 5010
+    fill = ("const t = document.getElementById('text'); t.value = arguments[0];"
+            "t.dispatchEvent(new Event('input'));")
+    browser.execute_script(fill, text)
+    assert element(By.ID, "count").text == "5000 / 5000"
+    assert "over" not in element(By.ID, "count").get_attribute("class")
+    wait.until(lambda b: shown(b) == short_mt.translate_text(text))
+    assert hooks.asked[-1] == text and element(By.ID, "error").text == ""
+
+    asked = len(hooks.asked)
+    browser.execute_script(fill, text + "\U0001F600")
+    assert element(By.ID, "count").text == "5001 / 5000" and "over" in element(By.ID, "count").get_attribute("class")
+    element(By.ID, "translate").click()
+    assert "The text has 5001 characters; this server takes at most 5000" in element(By.ID, "error").text
+    time.sleep(1)
+    assert len(hooks.asked) == asked
+
+    hooks.fail[SENTENCES[0]] = (502, "Bad Gateway")
+    browser.execute_script(fill, SENTENCES[0])
+    wait.until(lambda b: element(By.ID, "error").text == "the server answered 502 Bad Gateway")
+    assert hooks.asked[-1] == SENTENCES[0]
+
+
+@BROWSER
+def test_web_page_translates_a_file_where_the_settings_offer_files(live, browser, tmp_path):
+    """Where /frontend/settings offers files (filesTranslation, supportedFilesFormat): the Files tab; a .txt
+    chosen is sent as LibreTranslate's POST /translate_file and the page links the translated file, which is
+    what the server gives for the same file sent by hand."""
+    from selenium.webdriver.common.by import By
+
+    with urllib.request.urlopen(live.url + "/frontend/settings", timeout=30) as answer:
+        settings = json.loads(answer.read())
+    if not settings["filesTranslation"]:
+        pytest.skip("this server does not translate files (no POST /translate_file)")
+    wait, element = page_ready(browser, live.url), browser.find_element
+    assert element(By.ID, "tab-files").is_displayed() and not element(By.ID, "files-panel").is_displayed()
+    element(By.ID, "tab-files").click()
+    assert element(By.ID, "files-panel").is_displayed() and not element(By.ID, "text-panel").is_displayed()
+    assert element(By.ID, "file").get_attribute("accept") == ",".join(settings["supportedFilesFormat"])
+    text = f"{SENTENCES[1]} {SENTENCES[2]}\n\n{SENTENCES[3]}\n"
+    (tmp_path / "story.txt").write_text(text, encoding="utf-8")
+    element(By.ID, "file").send_keys(str(tmp_path / "story.txt"))
+    element(By.ID, "translate-file").click()
+    wait.until(lambda b: element(By.ID, "file-link").is_displayed())
+    link = element(By.ID, "file-link")
+    assert link.text == "Download story.de.txt" and link.get_attribute("download") == "story.de.txt"
+    with urllib.request.urlopen(link.get_attribute("href"), timeout=30) as answer:
+        got = answer.read()
+    boundary = "XyZ"
+    form = "".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
+                   for name, value in (("source", "en"), ("target", "de")))
+    form += (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="story.txt"\r\n'
+             f"Content-Type: text/plain\r\n\r\n{text}\r\n--{boundary}--\r\n")
+    request = urllib.request.Request(live.url + "/translate_file", data=form.encode("utf-8"), headers={
+        "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        url = json.loads(answer.read())["translatedFileUrl"]
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        assert got == answer.read() and got.strip()
+    element(By.ID, "tab-text").click()
+    assert element(By.ID, "text-panel").is_displayed() and not element(By.ID, "files-panel").is_displayed()
 
 
 def test_a_document_level_model_translates_a_request_as_one_document(model, tmp_path):
@@ -454,8 +811,8 @@ def test_several_models_and_a_ctranslate2_export_are_served_side_by_side(model, 
     Preprocessing(source_lang="de", target_lang="en", pretokenizer="none", subword="none").write(str(reverse_bin))
     reverse = untrained_checkpoint(reverse_bin, tmp_path / "de-en-model" / "checkpoint_best.pt", "de", "en", seed=2)
     ct2 = load_translator(str(ct2_dir), backend="ctranslate2", device="cpu")
-    mt_reverse = load_translator(reverse.parent, reverse_bin, device="cpu")
-    server = Server((ct2_dir,), "--model", reverse.parent, reverse_bin, "--req-limit", 2)
+    mt_reverse = load_translator(reverse.parent, reverse_bin, device="cpu")  # (CTranslate2, as the server's default)
+    server = Server((ct2_dir,), "--model", reverse.parent, reverse_bin, "--req-limit", 2, backend="auto")
     try:
         assert server.call("GET", "/languages")[1] == [{"code": "de", "name": "German", "targets": ["en"]},
                                                        {"code": "en", "name": "English", "targets": ["de"]}]

@@ -66,6 +66,23 @@ def test_an_unknown_path_a_wrong_method_a_large_or_deep_body_are_json_errors(cli
     assert client.post("/translate", content=at_limit, headers={"Content-Type": "application/json"}).status_code == 200
 
 
+def test_a_cors_preflight_is_answered_in_json_with_its_cors_headers(client):
+    """A browser's preflight (OPTIONS with Origin and Access-Control-Request-Method): Starlette's CORS headers,
+    a JSON body: {} where the request may be made, {"error": ...} (400) where its method is not taken."""
+    asked = {"Origin": "https://example.org", "Access-Control-Request-Method": "POST",
+             "Access-Control-Request-Headers": "content-type"}
+    answer = client.options("/translate", headers=asked)
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+    assert answer.json() == {} and answer.headers["content-length"] == str(len(answer.content))
+    assert answer.headers["access-control-allow-origin"] == "*"
+    assert answer.headers["access-control-allow-methods"] == "GET, POST"
+    assert answer.headers["access-control-allow-headers"].lower() == "content-type"
+    assert int(answer.headers["access-control-max-age"]) > 0
+    assert error_of(client.options("/translate", headers={**asked, "Access-Control-Request-Method": "PUT"}), 400) == \
+        "Disallowed CORS method"
+    assert client.options("/translate").status_code == 405  # (no preflight: the route's own answer)
+
+
 def test_a_bug_is_a_json_500_saying_internal_error_and_its_traceback_is_logged(mt, caplog, monkeypatch):
     """The client learns no more than "internal error"; the log has the traceback. A bug in an endpoint
     (Server.languages here) or outside one (a route of its own) alike."""

@@ -1,0 +1,343 @@
+"""Files to translate, by their format: what to translate in a file, and the file written back with the
+translations in place, in the same format.
+
+    from fairseq_rope_text.files import translate_file
+    translate_file("talk.srt", "talk.de.srt", lambda units: [mt.translate_text(u) for u in units])
+
+A file is read into *units*, each a piece of running text that the caller translates with its layout
+(fairseq_rope_text.running_text: split into sentences, put back); ``translate_units(units)`` returns one
+translation per unit, in order, and the file is written back with each unit's translation where the unit
+was, everything else as it was. So this module knows nothing of a model.
+
+* ``.txt``: the whole text is one unit (the running text of fairseq-rope-translate).
+* ``.html``, ``.htm``: each text between tags (fairseq_rope_text.html_text), the tags, comments and the
+  content of script, style, code, pre and textarea kept.
+* ``.srt``, ``.vtt``: each cue's text is one unit, its lines joined by spaces (a subtitle's lines are one
+  sentence wrapped), and its translation is wrapped back into as many lines, at the spaces nearest to where
+  the cue's lines broke (in proportion); a dialogue cue (every line starting with a dash) keeps a unit
+  line per line. Cue numbers, identifiers, timing lines with their settings, the WEBVTT header and NOTE,
+  STYLE and REGION blocks, blank lines, line endings and a byte-order mark are kept byte for byte; a cue
+  without text is kept as it is. Markup inside a cue's text (``<i>``, ``{\\an8}``, ``<v Joe>``) is
+  translated as text.
+* ``.docx`` (python-docx, imported when needed: ``pip install 'fairseq-rope[files]'``): each paragraph
+  of the body, of its tables' cells (nested tables and text boxes too) and of its headers and footers is
+  one unit; a paragraph keeps its style and properties. Its translation goes in the paragraph's first run
+  that holds text, which keeps its formatting (bold, font, a link); the text of its other runs is
+  emptied (their pictures and page breaks kept), so formatting inside a paragraph (one bold word) is not
+  carried over to the translation. A paragraph whose translation is its text is left untouched;
+  footnotes, comments and text in fields are not translated.
+
+Text formats are UTF-8 (a byte-order mark kept). A file that is not what its format says is a
+``FileError`` naming the file and what was expected (a line number where there is one).
+
+Only the standard library at import time.
+"""
+
+import io
+import os
+import re
+from typing import Callable, List, NamedTuple, Optional, Union
+
+from .html_text import html_join, html_parts
+
+# extension: format
+EXTENSIONS = {".txt": "txt", ".html": "html", ".htm": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx"}
+FORMATS = ("txt", "html", "srt", "vtt", "docx")
+MEDIA_TYPES = {"txt": "text/plain; charset=utf-8", "html": "text/html; charset=utf-8",
+               "srt": "application/x-subrip; charset=utf-8", "vtt": "text/vtt; charset=utf-8",
+               "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"}
+BOM = "\ufeff"
+
+SRT_TIMING = re.compile(r"[ \t]*\d+:\d{1,2}:\d{1,2}[,.]\d{1,3}[ \t]*-->[ \t]*\d+:\d{1,2}:\d{1,2}[,.]\d{1,3}"
+                        r"(?:[ \t].*)?")
+VTT_TIMING = re.compile(r"(?:\d+:)?\d{2}:\d{2}\.\d{3}[ \t]+-->[ \t]+(?:\d+:)?\d{2}:\d{2}\.\d{3}(?:[ \t].*)?")
+VTT_BLOCK = re.compile(r"(NOTE|STYLE|REGION)(?:[ \t].*)?")  # a block of the header's kind: kept whole
+DIALOGUE = re.compile(r"[ \t]*[-\u2010-\u2015]")  # a line of a dialogue cue: a dash
+
+
+class FileError(ValueError):
+    """A file that cannot be translated: not of its format, or a format that needs a missing library."""
+
+
+def supported(docx: Optional[bool] = None) -> List[str]:
+    """The extensions translated (".docx" only where python-docx is installed, or where ``docx`` says)."""
+    if docx is None:
+        try:
+            import docx  # noqa: F401
+        except ImportError:
+            docx = False
+        else:
+            docx = True
+    return [e for e in EXTENSIONS if e != ".htm" and (docx or e != ".docx")]
+
+
+def file_format(name: str, given: Optional[str] = None) -> str:
+    """The format of file ``name``: ``given`` (one of FORMATS) or its extension's (in any case)."""
+    if given is not None:
+        if given not in FORMATS:
+            raise FileError(f"format {given!r} is not one of: {', '.join(FORMATS)}")
+        return given
+    extension = os.path.splitext(name)[1].lower()
+    if extension not in EXTENSIONS:
+        raise FileError(f"{name}: {'extension ' + repr(extension) if extension else 'no extension'} is not a "
+                        f"format translated; the formats are {', '.join(EXTENSIONS)}")
+    return EXTENSIONS[extension]
+
+
+class Document:
+    """A file read: its ``units`` to translate, and ``write(translations)``, the file's bytes with them."""
+
+    def __init__(self, units: List[str], write: Callable[[List[str]], bytes]):
+        self.units, self._write = units, write
+
+    def write(self, translations: List[str]) -> bytes:
+        if len(translations) != len(self.units):
+            raise ValueError(f"{len(translations)} translations for {len(self.units)} units")
+        return self._write(list(translations))
+
+
+def read_document(data: bytes, fmt: str, name: str) -> Document:
+    """The file ``data`` (named ``name`` in errors) of format ``fmt``."""
+    if fmt == "docx":
+        return read_docx(data, name)
+    bom, text = decode(data, name)
+    if fmt == "txt":
+        units = [text] if text.strip() else []
+        return Document(units, lambda t: (bom + (t[0] if units else text)).encode("utf-8"))
+    if fmt == "html":
+        parts = html_parts(text)
+        units = [part for is_text, part in parts if is_text and part.strip()]
+        return Document(units, lambda t: (bom + html_join(parts, iter(t))).encode("utf-8"))
+    if fmt in ("srt", "vtt"):
+        layout = read_subtitles(text, fmt, name)
+        cues = [item for item in layout if isinstance(item, Cue)]
+        return Document([cue.unit() for cue in cues],
+                        lambda t: (bom + write_subtitles(layout, iter(t))).encode("utf-8"))
+    raise FileError(f"format {fmt!r} is not one of: {', '.join(FORMATS)}")
+
+
+def translate_bytes(data: bytes, fmt: str, name: str, translate_units: Callable[[List[str]], List[str]]) -> bytes:
+    """The file ``data`` translated (see the module's text)."""
+    document = read_document(data, fmt, name)
+    return document.write(translate_units(document.units) if document.units else [])
+
+
+def translate_file(path_in: str, path_out: str, translate_units: Callable[[List[str]], List[str]],
+                   fmt: Optional[str] = None) -> int:
+    """``path_in`` translated into ``path_out``, in the same format (``fmt``, or ``path_in``'s extension's);
+    the number of units translated."""
+    fmt = file_format(path_in, fmt)
+    with open(path_in, "rb") as f:
+        document = read_document(f.read(), fmt, path_in)
+    data = document.write(translate_units(document.units) if document.units else [])
+    with open(path_out, "wb") as f:
+        f.write(data)
+    return len(document.units)
+
+
+def decode(data: bytes, name: str):
+    """(byte-order mark or "", text) of a text file; not UTF-8 is a FileError naming the line."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise FileError(f"{name} is UTF-16 (it starts with a UTF-16 byte-order mark); expected UTF-8")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise FileError(f"{name}, line {line}: not UTF-8 (byte 0x{data[error.start]:02x}); expected UTF-8 "
+                        "text") from None
+    return (BOM, text[1:]) if text.startswith(BOM) else ("", text)
+
+
+# ---- subtitles ------------------------------------------------------------------------------------
+class Cue(NamedTuple):
+    """A cue's text lines (without their endings) and the endings (the last may be "": the file's end)."""
+    lines: List[str]
+    endings: List[str]
+
+    def dialogue(self) -> bool:
+        return len(self.lines) > 1 and all(DIALOGUE.match(line) for line in self.lines)
+
+    def unit(self) -> str:
+        if self.dialogue():
+            return "\n".join(line.strip() for line in self.lines)
+        return " ".join(line.strip() for line in self.lines)
+
+    def write(self, translation: str) -> str:
+        if self.dialogue() or "\n" in translation:
+            lines = [line.strip() for line in translation.replace("\r\n", "\n").split("\n")]
+        else:
+            lines = wrap(translation.strip(), [len(line.strip()) for line in self.lines])
+        lines = [line for line in lines if line] or [""]  # (a blank line would end the cue)
+        inner = self.endings[0] if len(self.endings) > 1 else (self.endings[0] or "\n")
+        return "".join(line + (inner if i < len(lines) - 1 else self.endings[-1]) for i, line in enumerate(lines))
+
+
+def wrap(text: str, lengths: List[int]) -> List[str]:
+    """``text`` in ``len(lengths)`` lines (fewer where it has fewer spaces), broken at the spaces nearest to
+    where lines of these lengths, joined by spaces, break, in proportion to ``text``'s length."""
+    if len(lengths) < 2 or " " not in text:
+        return [text]
+    total = sum(lengths) + len(lengths) - 1
+    spaces = [i for i, c in enumerate(text) if c == " "]
+    breaks, at = [], 0
+    for k in range(1, len(lengths)):
+        at += lengths[k - 1] + (1 if k > 1 else 0)  # where the k-th space was in the joined lines
+        wanted = at * len(text) / total if total else 0
+        left = [i for i in spaces if not breaks or i > breaks[-1]]
+        if not left:
+            break
+        breaks.append(min(left, key=lambda i: (abs(i - wanted), i)))
+    ends = breaks + [len(text)]
+    return [text[(ends[k - 1] + 1 if k else 0):end] for k, end in enumerate(ends)]
+
+
+def lines_of(text: str):
+    """[(line, ending)], ending "\\r\\n", "\\n", "\\r" or "" (the last line without one)."""
+    found = re.findall(r"([^\r\n]*)(\r\n|\n|\r|$)", text)
+    if found and found[-1] == ("", ""):
+        found.pop()
+    return found
+
+
+def read_subtitles(text: str, fmt: str, name: str) -> List[Union[str, Cue]]:
+    """A SubRip or WebVTT text as its layout: verbatim strings and Cues (their text lines)."""
+    lines = lines_of(text)
+    layout: List[Union[str, Cue]] = []
+    timing, example = (SRT_TIMING, "00:00:01,000 --> 00:00:04,000") if fmt == "srt" else \
+        (VTT_TIMING, "00:00:01.000 --> 00:00:04.000")
+    at = 0
+    if fmt == "vtt":
+        if not lines or not re.match(r"WEBVTT(?:[ \t].*)?$", lines[0][0]):
+            got = repr(lines[0][0][:60]) if lines else "an empty file"
+            raise FileError(f"{name}, line 1: expected 'WEBVTT' (a WebVTT file's first line), got {got}")
+        while at < len(lines) and lines[at][0].strip():  # the header: up to the first blank line
+            layout.append("".join(lines[at]))
+            at += 1
+    while at < len(lines):
+        if not lines[at][0].strip():
+            layout.append("".join(lines[at]))
+            at += 1
+            continue
+        block = at
+        while at < len(lines) and lines[at][0].strip():
+            at += 1
+        first = lines[block][0]
+        if fmt == "vtt" and VTT_BLOCK.fullmatch(first):
+            layout.extend("".join(line) for line in lines[block:at])
+            continue
+        if fmt == "srt" and not timing.fullmatch(first):
+            if not first.strip().isdigit():
+                raise FileError(f"{name}, line {block + 1}: expected a cue number or a timing line ({example}), "
+                                f"got {first[:60]!r}")
+            head = 2
+        elif fmt == "vtt" and "-->" not in first:
+            head = 2  # an identifier, then the timing line
+        else:
+            head = 1
+        if head == 2:
+            if block + 1 >= at:
+                raise FileError(f"{name}, line {block + 2}: expected a timing line ({example}) after "
+                                f"{first[:60]!r}, got a blank line or the end of the file")
+            if not timing.fullmatch(lines[block + 1][0]):
+                raise FileError(f"{name}, line {block + 2}: expected a timing line ({example}), got "
+                                f"{lines[block + 1][0][:60]!r}")
+        elif not timing.fullmatch(first):
+            raise FileError(f"{name}, line {block + 1}: expected a timing line ({example}), got {first[:60]!r}")
+        layout.extend("".join(line) for line in lines[block:block + head])
+        text_lines = lines[block + head:at]
+        for n, (line, _) in enumerate(text_lines, block + head + 1):
+            if "-->" in line:
+                raise FileError(f"{name}, line {n}: a timing line inside a cue's text ({line[:60]!r}); expected a "
+                                "blank line before each cue")
+        if text_lines:
+            layout.append(Cue([line for line, _ in text_lines], [ending for _, ending in text_lines]))
+    return layout
+
+
+def write_subtitles(layout: List[Union[str, Cue]], translations) -> str:
+    return "".join(item.write(next(translations)) if isinstance(item, Cue) else item for item in layout)
+
+
+# ---- Word documents -------------------------------------------------------------------------------
+def python_docx():
+    try:
+        import docx
+    except ImportError:
+        raise FileError("a .docx file needs python-docx, which is not installed: pip install "
+                        "'fairseq-rope[files]'") from None
+    return docx
+
+
+def read_docx(data: bytes, name: str) -> Document:
+    """A Word document's paragraphs (body, tables, text boxes, headers and footers) as units."""
+    import zipfile
+
+    docx = python_docx()
+    from docx.opc.constants import RELATIONSHIP_TYPE as RT
+    from docx.oxml.ns import qn
+
+    if not zipfile.is_zipfile(io.BytesIO(data)):
+        raise FileError(f"{name} is not a Word document (.docx): expected a zip archive (a .doc of older Word "
+                        "versions, or a damaged file, is not one)")
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except Exception as error:  # (python-docx raises KeyError, PackageNotFoundError, XML errors, ...)
+        raise FileError(f"{name} is not a Word document (.docx): {type(error).__name__}: {error}") from None
+    roots = [document.element.body]
+    seen = set()
+    for rel in document.part.rels.values():
+        if rel.reltype in (RT.HEADER, RT.FOOTER) and not rel.is_external and rel.target_part.partname not in seen:
+            seen.add(rel.target_part.partname)
+            roots.append(rel.target_part.element)
+    paragraph, run = qn("w:p"), qn("w:r")
+
+    def runs_of(p):
+        found = []
+        for r in p.iter(run):
+            up = r.getparent()
+            while up is not None and up.tag != paragraph:
+                up = up.getparent()
+            if up is p:
+                found.append(r)
+        return found
+
+    paragraphs = []  # (runs, text)
+    for root in roots:
+        for p in root.iter(paragraph):
+            if p.find(".//" + qn("w:fldChar")) is not None or p.find(".//" + qn("w:fldSimple")) is not None:
+                continue  # fields (page numbers, a table of contents): kept as they are
+            runs = runs_of(p)
+            text = "".join(r.text for r in runs)
+            if text.strip():
+                paragraphs.append((runs, text))
+
+    def write(translations: List[str]) -> bytes:
+        for (runs, text), translation in zip(paragraphs, translations):
+            if translation == text:
+                continue
+            holding = [r for r in runs if r.text]
+            for k, r in enumerate(holding):
+                replace_run_text(r, translation if k == 0 else "")
+        out = io.BytesIO()
+        document.save(out)
+        return out.getvalue()
+
+    return Document([text for _, text in paragraphs], write)
+
+
+def replace_run_text(r, text: str):
+    """Run ``r``'s text (its w:t, tabs, line breaks) replaced by ``text``, where the text was; its
+    properties, pictures and page breaks kept."""
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    kinds = {qn("w:t"), qn("w:tab"), qn("w:cr"), qn("w:noBreakHyphen"), qn("w:ptab")}
+    held = [c for c in r if c.tag in kinds or (c.tag == qn("w:br") and c.get(qn("w:type")) in (None, "textWrapping"))]
+    at = r.index(held[0]) if held else len(r)
+    for child in held:
+        r.remove(child)
+    if text:
+        fresh = OxmlElement("w:r")
+        fresh.text = text
+        for offset, child in enumerate(list(fresh)):
+            r.insert(at + offset, child)

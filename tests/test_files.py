@@ -1,0 +1,405 @@
+"""Files translated by their format (fairseq_rope_text.files): .txt, .html, .srt, .vtt and .docx read into
+units and written back, with a translator that changes nothing (the file comes back as it was) and one
+that marks every unit (each translated once, the structure kept); damaged files named; then the same files
+through fairseq-rope-translate and the server's POST /translate_file and GET /download_file with
+test_serve's tiny model, each unit as the in-process API translates it."""
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import run_main
+from fairseq_rope_text.running_text import split_text
+from fairseq_rope_text.files import (FileError, file_format, read_document, supported, translate_bytes,
+                                     translate_file, wrap)
+from test_serve import SENTENCES, Live, model  # noqa: F401 (model: the fixture, test_serve's served model)
+
+S = SENTENCES
+HALVES = (" ".join(S[1].split()[:3]), " ".join(S[1].split()[3:]))  # a sentence on two lines
+SRT = (f"\ufeff1\r\n00:00:01,000 --> 00:00:04,000\r\n{S[0]}\r\n\r\n"
+       f"2\r\n00:00:05,000 --> 00:00:07,500 X1:40 X2:600\r\n{HALVES[0]}\r\n{HALVES[1]}\r\n\r\n"
+       "3\r\n00:00:08,000 --> 00:00:09,000\r\n\r\n"  # a cue without text
+       f"4\r\n00:00:10,000 --> 00:00:12,000\r\n- {S[2]}\r\n- {S[3]}\r\n\r\n"  # a dialogue: a unit a line
+       f"5\r\n01:00:00,000 --> 01:00:02,000\r\n\u00dcber caf\u00e9 \u266a {S[4]}\r\n")
+SRT_UNITS = [S[0], S[1], f"- {S[2]}\n- {S[3]}", f"\u00dcber caf\u00e9 \u266a {S[4]}"]
+VTT = (f"WEBVTT - a talk\nKind: captions\nLanguage: en\n\nNOTE written by hand\nsecond line of the note\n\n"
+       f"STYLE\n::cue {{ color: yellow }}\n\nREGION\nid:left width:40%\n\n"
+       f"intro\n00:01.000 --> 00:04.000 align:start position:10% line:0\n{S[0]}\n\n"
+       f"00:00:05.000 --> 00:00:07.000\n{HALVES[0]}\n{HALVES[1]}\n\n"
+       f"2\n00:00:08.000 --> 00:00:09.000 region:left\n{S[5]}")
+VTT_UNITS = [S[0], S[1], S[5]]
+
+
+def html_of(a, b, c, d, title):
+    """A page with these texts between its tags (S[2] in a comment and S[3] in pre: not translated)."""
+    return (f"<!DOCTYPE html>\n<html><head><title>{title}</title><style>p {{ color: red }}</style></head>\n"
+            f"<body>\n  <p class=\"x\">{a} <b>{b}</b></p>\n  <!-- {S[2]} -->\n  <pre>{S[3]}</pre>\n"
+            f"  <ul><li>{c}</li><li>{d} &amp; 42</li></ul>\n</body></html>\n")
+
+
+HTML = html_of(S[0], S[1], S[4], S[5], S[6])
+HTML_UNITS = [S[6], f"{S[0]} ", S[1], S[4], f"{S[5]} & 42"]
+TXT = f"Shopping list:\n- {S[0]}\n- {S[1]}\n\n{S[2]} {S[3]}\r\n"
+
+
+class Marking:
+    """A translator of units that upper-cases each and records every call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, units):
+        self.calls.append(list(units))
+        return [unit.upper() for unit in units]
+
+
+def same(units):
+    return list(units)
+
+
+def structure(data, fmt):
+    """What a subtitle file keeps: every line that is not a cue's text, and the number of each cue's lines."""
+    from fairseq_rope_text.files import decode, read_subtitles
+
+    layout = read_subtitles(decode(data, "x")[1], fmt, "x")
+    return [item if isinstance(item, str) else len(item.lines) for item in layout]
+
+
+@pytest.mark.parametrize("fmt, text, units", [("srt", SRT, SRT_UNITS), ("vtt", VTT, VTT_UNITS),
+                                              ("html", HTML, HTML_UNITS), ("txt", TXT, [TXT])])
+def test_a_text_format_comes_back_byte_for_byte_and_each_unit_is_translated_once(fmt, text, units):
+    data = text.encode("utf-8")
+    assert read_document(data, fmt, f"x.{fmt}").units == units
+    assert translate_bytes(data, fmt, f"x.{fmt}", same) == data
+    marking = Marking()
+    out = translate_bytes(data, fmt, f"x.{fmt}", marking)
+    assert marking.calls == [units]  # one call, every unit once, in order
+    assert read_document(out, fmt, "y").units == [u.upper() for u in units]
+    if fmt in ("srt", "vtt"):
+        assert structure(out, fmt) == structure(data, fmt)  # numbers, timings, settings, header, blocks
+        assert out.count(b"\r\n") == data.count(b"\r\n") and out.startswith(data[:3])  # CRLF, the BOM
+    if fmt == "html":
+        assert out == html_of(*(S[i].upper() for i in (0, 1, 4, 5, 6))).encode()  # tags, comment, style, pre kept
+    if fmt == "txt":
+        assert out == TXT.upper().encode()
+
+
+def test_a_cue_of_several_lines_is_one_unit_wrapped_back_into_as_many_lines():
+    srt = "7\n00:00:01,000 --> 00:00:02,000\nThe dog sees\nthe red house\nand it runs.\n"
+    german = "Der Hund sieht das rote Haus und er rennt weg."
+    out = translate_bytes(srt.encode(), "srt", "a.srt", lambda units: [german])
+    # the lines broke after 12 and 26 of 39 characters: the spaces nearest 12/39 and 26/39 of the translation
+    assert out.decode() == "7\n00:00:01,000 --> 00:00:02,000\nDer Hund sieht\ndas rote Haus und\ner rennt weg.\n"
+    short = translate_bytes(srt.encode(), "srt", "a.srt", lambda units: ["Ja."])  # fewer words than lines
+    assert short.decode() == "7\n00:00:01,000 --> 00:00:02,000\nJa.\n"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(st.sampled_from("ab \u00e9"), min_size=1).map(str.strip).filter(bool), min_size=1, max_size=4))
+def test_wrapping_a_cues_own_text_gives_back_its_lines(lines):
+    assert wrap(" ".join(lines), [len(line) for line in lines]) == lines
+
+
+@pytest.mark.parametrize("fmt, data, says", [
+    ("srt", b"1\n00:00:01,000 -> 00:00:02,000\nHello\n", "bad.srt, line 2: expected a timing line (00:00:01,000 --> "),
+    ("srt", b"1\n00:00:01,000 --> 00:00:02,000\nHello\n\nHello again\n", "bad.srt, line 5: expected a cue number"),
+    ("srt", b"1\n00:00:01,000 --> 00:00:02,000\nA\n2\n00:00:03,000 --> 00:00:04,000\nB\n", "bad.srt, line 5: a timing"),
+    ("srt", b"1\n", "bad.srt, line 2: expected a timing line"),
+    ("vtt", b"00:01.000 --> 00:02.000\nHello\n", "bad.vtt, line 1: expected 'WEBVTT'"),
+    ("vtt", b"WEBVTT\n\n00:01.000 --> 00:02\nHello\n", "bad.vtt, line 3: expected a timing line (00:00:01.000 -->"),
+    ("txt", b"fine\ncaf\xe9\n", "bad.txt, line 2: not UTF-8 (byte 0xe9); expected UTF-8"),
+    ("html", "<p>x</p>".encode("utf-16"), "bad.html is UTF-16"),
+    ("docx", b"PK but not a zip", "bad.docx is not a Word document (.docx): expected a zip archive"),
+    ("docx", None, "bad.docx is not a Word document (.docx): KeyError"),
+])
+def test_a_damaged_file_is_one_error_naming_the_file_and_what_was_expected(fmt, data, says):
+    if data is None:  # a zip, but not a Word document
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as z:
+            z.writestr("notes.txt", "hello")
+        data = buffer.getvalue()
+    with pytest.raises(FileError) as error:
+        read_document(data, fmt, f"bad.{fmt}")
+    assert says in str(error.value)
+
+
+def test_the_format_is_the_extensions_and_an_unknown_one_names_the_supported_list(monkeypatch):
+    assert [file_format(n) for n in ("a.TXT", "b.html", "c.htm", "d.srt", "e.vtt", "f.Docx")] == \
+        ["txt", "html", "html", "srt", "vtt", "docx"]
+    with pytest.raises(FileError, match=r"report.pdf: extension '.pdf' is not a format translated; the formats are "
+                                        r"\.txt, \.html, \.htm, \.srt, \.vtt, \.docx"):
+        file_format("report.pdf")
+    assert supported() == [".txt", ".html", ".srt", ".vtt", ".docx"]
+    monkeypatch.setitem(sys.modules, "docx", None)  # python-docx not installed
+    assert supported() == [".txt", ".html", ".srt", ".vtt"]
+    with pytest.raises(FileError, match=r"pip install 'fairseq-rope\[files\]'"):
+        read_document(b"PK", "docx", "a.docx")
+
+
+def make_docx():
+    """A Word document with a heading, a list paragraph of three runs (one bold), a table (a merged cell,
+    a number), an italic paragraph with a line break and a tab, a page break, a header and a footer."""
+    import docx
+    from docx.enum.text import WD_BREAK
+
+    document = docx.Document()
+    document.add_heading(S[0], 1)
+    p = document.add_paragraph(S[1][:8], style="List Bullet")
+    p.add_run(S[1][8:16]).bold = True
+    p.add_run(S[1][16:])
+    table = document.add_table(rows=2, cols=2)
+    table.cell(0, 0).text = S[2]
+    table.cell(0, 0).merge(table.cell(0, 1))
+    table.cell(1, 0).text = "42"
+    table.cell(1, 1).text = S[3]
+    p = document.add_paragraph()
+    run = p.add_run(S[4])
+    run.italic = True
+    run.add_break()
+    run.add_text("\t" + S[5])
+    p.add_run().add_break(WD_BREAK.PAGE)
+    document.sections[0].header.paragraphs[0].text = S[6]
+    document.sections[0].footer.paragraphs[0].text = S[7]
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+DOCX_UNITS = [S[0], S[1], S[2], "42", S[3], f"{S[4]}\n\t{S[5]}", S[6], S[7]]
+
+
+def paragraphs_of(data):
+    """[(style, text, [(run text, bold, italic)])] of the body and the table's cells, the header and footer."""
+    import docx
+
+    document = docx.Document(io.BytesIO(data))
+    cells = {id(c._tc): c for row in document.tables[0].rows for c in row.cells}.values()
+    found = [p for p in document.paragraphs] + [p for c in cells for p in c.paragraphs] + \
+        document.sections[0].header.paragraphs + document.sections[0].footer.paragraphs
+    return [(p.style.name, p.text, [(r.text, r.bold, r.italic) for r in p.runs]) for p in found]
+
+
+def test_a_word_document_keeps_styles_cells_runs_formatting_and_breaks():
+    data = make_docx()
+    assert read_document(data, "docx", "a.docx").units == DOCX_UNITS
+    assert paragraphs_of(translate_bytes(data, "docx", "a.docx", same)) == paragraphs_of(data)
+    marking = Marking()
+    out = translate_bytes(data, "docx", "a.docx", marking)
+    assert marking.calls == [DOCX_UNITS]
+    before, after = paragraphs_of(data), paragraphs_of(out)
+    assert [style for style, _, _ in after] == [style for style, _, _ in before]  # Heading 1, List Bullet, ...
+    assert [text for _, text, _ in after] == [text.upper() for _, text, _ in before]
+    assert after[1][2] == [(S[1].upper(), None, None), ("", True, None), ("", None, None)]  # the first run's
+    assert after[2][2][0] == (f"{S[4]}\n\t{S[5]}".upper(), None, True)  # italic, its break and tab kept
+    assert after[2][2][1] == ("", None, None)
+    with zipfile.ZipFile(io.BytesIO(out)) as z:
+        assert z.read("word/document.xml").count(b'w:type="page"') == 1  # the page break kept
+    assert read_document(out, "docx", "b.docx").units == [u.upper() for u in DOCX_UNITS]
+
+
+def test_translate_file_writes_the_same_format(tmp_path):
+    (tmp_path / "talk.srt").write_bytes(SRT.encode())
+    assert translate_file(str(tmp_path / "talk.srt"), str(tmp_path / "talk.de.srt"), Marking()) == len(SRT_UNITS)
+    assert read_document((tmp_path / "talk.de.srt").read_bytes(), "srt", "x").units == [u.upper() for u in SRT_UNITS]
+
+
+# ---- fairseq-rope-translate ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mt(model):  # noqa: F811
+    from fairseq_rope.hub import load_translator
+
+    return load_translator(model[0], model[1], device="cpu")  # the command's backend: the default (auto) of both
+
+
+def expected(data, fmt, mt):
+    """The file as translated unit by unit with the in-process API's translate_text."""
+    return translate_bytes(data, fmt, f"x.{fmt}", lambda units: [mt.translate_text(u) for u in units])
+
+
+def translate(model, *flags):  # noqa: F811
+    from fairseq_rope_cli.translate import main
+
+    return run_main(main, "--model-dir", model[0], "--data-bin", model[1], "--device", "cpu",
+                    *flags)
+
+
+@pytest.mark.parametrize("fmt", ["srt", "vtt", "html", "docx", "txt"])
+def test_the_command_translates_each_format_unit_by_unit_as_the_api(model, mt, tmp_path, fmt):  # noqa: F811
+    data = {"srt": SRT, "vtt": VTT, "html": HTML, "txt": TXT}[fmt].encode() if fmt != "docx" else make_docx()
+    (tmp_path / f"talk.{fmt}").write_bytes(data)
+    done = translate(model, "--input", tmp_path / f"talk.{fmt}", "--output", tmp_path / f"talk.de.{fmt}")
+    assert done.returncode == 0, done.stderr
+    out = (tmp_path / f"talk.de.{fmt}").read_bytes()
+    if fmt == "docx":
+        assert paragraphs_of(out) == paragraphs_of(expected(data, fmt, mt))
+        assert [s for s, _, _ in paragraphs_of(out)] == [s for s, _, _ in paragraphs_of(data)]
+    else:
+        assert out == expected(data, fmt, mt)
+    units = read_document(data, fmt, "x").units
+    if fmt == "txt":
+        assert out.decode() == mt.translate_text(TXT)  # today's behaviour
+    else:
+        assert f"({fmt}): " in done.stderr and f"in {len(units)} units" in done.stderr
+    if fmt == "srt":  # the issue's "done when": unit for unit, the structure as it was
+        assert structure(out, fmt) == structure(data, fmt)
+        assert read_document(out, fmt, "x").units == [mt.translate_text(u).strip() for u in units]
+
+
+def test_the_command_reads_stdin_refuses_docx_on_stdout_names_a_damaged_file(model, mt, tmp_path,  # noqa: F811
+                                                                            monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(SRT.encode())))
+    out = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(out))
+    from fairseq_rope_cli.translate import main
+
+    main(["--model-dir", str(model[0]), "--data-bin", str(model[1]), "--device", "cpu",
+          "--format", "srt"])
+    sys.stdout.flush()
+    written = out.getvalue()
+    monkeypatch.undo()
+    assert written == expected(SRT.encode(), "srt", mt)
+    (tmp_path / "a.docx").write_bytes(make_docx())
+    refused = translate(model, "--input", tmp_path / "a.docx")
+    assert refused.returncode == 1 and "give --output FILE.docx (not stdout)" in refused.stderr
+    (tmp_path / "bad.srt").write_bytes(b"1\n00:00:01 --> 00:00:02\nHello\n")
+    bad = translate(model, "--input", tmp_path / "bad.srt", "--output", tmp_path / "out.srt")
+    assert bad.returncode == 1 and f"{tmp_path / 'bad.srt'}, line 2: expected a timing line" in bad.stderr
+    assert not (tmp_path / "out.srt").exists()
+    (tmp_path / "notes.md").write_text(TXT)  # another extension: plain text, as before
+    plain = translate(model, "--input", tmp_path / "notes.md", "--output", tmp_path / "notes.de.md")
+    assert plain.returncode == 0 and (tmp_path / "notes.de.md").read_bytes() == mt.translate_text(TXT).encode()
+
+
+# ---- the server: POST /translate_file, GET /download_file ---------------------------------------
+@pytest.fixture(scope="module")
+def short_mt(model):  # noqa: F811
+    """test_serve's model, its translations 10 subwords at most (the server's doors are tested here)."""
+    from fairseq_rope.hub import load_translator
+
+    return load_translator(model[0], model[1], device="cpu", max_len_b=10)
+
+
+@pytest.fixture
+def files_dir(tmp_path, monkeypatch):
+    """Where the server's temporary folder is made (tempfile's own folder for the test)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def served(short_mt, **limits):
+    from starlette.testclient import TestClient
+
+    from fairseq_rope_server.app import Limits, ServedModel, make_app
+
+    return TestClient(make_app([ServedModel(short_mt)], Limits(**{"batch_wait": 0, "web_page": False, **limits})))
+
+
+def send(client, name, data, **fields):
+    return client.post("/translate_file", files={"file": (name, data)},
+                       data={"source": "en", "target": "de", **fields})
+
+
+def left_in(folder):
+    return [os.path.join(d, f) for d, _, names in os.walk(folder) for f in names]
+
+
+@pytest.mark.parametrize("fmt", ["srt", "vtt", "html", "txt", "docx"])
+def test_the_server_translates_a_file_and_gives_it_once(short_mt, files_dir, fmt):
+    data = {"srt": SRT, "vtt": VTT, "html": HTML, "txt": TXT}[fmt].encode() if fmt != "docx" else make_docx()
+    with served(short_mt) as client:
+        settings = client.get("/frontend/settings").json()
+        assert settings["filesTranslation"] is True
+        assert settings["supportedFilesFormat"] == [".txt", ".html", ".srt", ".vtt", ".docx"]
+        answer = send(client, f"report.{fmt}", data)
+        assert answer.status_code == 200, answer.text
+        counted = client.get("/health").json()["translated"]["en-de"]["sentences"]  # through /translate's queue
+        assert counted == len([s for u in read_document(data, fmt, "x").units for s in split_text(u, "en")[1]])
+        url = answer.json()["translatedFileUrl"]
+        assert list(answer.json()) == ["translatedFileUrl"] and url.startswith("http://testserver/download_file/")
+        assert len(left_in(files_dir)) == 1
+        got = client.get(url)
+        assert got.status_code == 200
+        assert got.headers["content-disposition"] == f'attachment; filename="report.de.{fmt}"'
+        want = expected(data, fmt, short_mt)
+        if fmt == "docx":
+            assert paragraphs_of(got.content) == paragraphs_of(want)
+        else:
+            assert got.content == want
+        if fmt == "srt":  # unit for unit
+            units = read_document(data, fmt, "x").units
+            assert read_document(got.content, fmt, "x").units == [short_mt.translate_text(u).strip() for u in units]
+            assert structure(got.content, fmt) == structure(data, fmt)
+        assert left_in(files_dir) == []  # removed as it was sent
+        again = client.get(url)
+        assert again.status_code == 404 and "no translated file" in again.json()["error"]
+    assert os.listdir(files_dir) == []  # the folder too, at shutdown
+
+
+def test_the_server_answers_bad_files_and_limits_as_json_errors(short_mt, files_dir):
+    with served(short_mt, char_limit=200, file_limit=4000) as client:
+        def error_of(answer, status):
+            assert answer.status_code == status, answer.text
+            assert answer.headers["content-type"] == "application/json" and list(answer.json()) == ["error"]
+            return answer.json()["error"]
+        assert "report.pdf: extension '.pdf' is not a format translated; the formats are .txt, .html, .htm, .srt, " \
+               ".vtt, .docx" in error_of(send(client, "report.pdf", b"%PDF"), 400)
+        assert "bad.docx is not a Word document (.docx): expected a zip archive" in \
+            error_of(send(client, "bad.docx", b"not a zip"), 400)
+        assert "bad.srt, line 2: expected a timing line" in error_of(send(client, "bad.srt", b"1\nnope\nx\n"), 400)
+        big = ("1\n00:00:01,000 --> 00:00:02,000\n" + S[0] + "\n\n") * 10
+        assert "the file's text (" in error_of(send(client, "big.srt", big.encode()), 400)
+        assert "exceeds the limit (200)" in error_of(send(client, "big.srt", big.encode()), 400)
+        assert "larger than the limit (4000 bytes)" in error_of(send(client, "huge.txt", b"x" * 5000), 413)
+        no_file = client.post("/translate_file", files={"source": (None, "en"), "target": (None, "de")})  # multipart
+        assert "missing file parameter" in error_of(no_file, 400)
+        assert "send the file as multipart/form-data" in error_of(client.post("/translate_file", json={"q": 1}), 400)
+        assert "fr is not supported" in error_of(send(client, "a.txt", b"Hello", target="fr"), 400)
+        assert "Not Found: no translated file" in error_of(client.get("/download_file/nothing.srt"), 404)
+        assert left_in(files_dir) == []
+    with served(short_mt, api_keys={"k": 0}) as client:
+        assert send(client, "a.txt", S[0].encode()).status_code == 403
+        assert send(client, "a.txt", S[0].encode(), api_key="k").status_code == 200
+
+
+def test_a_file_not_downloaded_in_time_is_removed(short_mt, files_dir):
+    with served(short_mt, file_keep=0.3) as client:
+        url = send(client, "a.srt", SRT.encode()).json()["translatedFileUrl"]
+        assert len(left_in(files_dir)) == 1
+        deadline = time.monotonic() + 10
+        while left_in(files_dir) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert left_in(files_dir) == []  # removed by the server itself, no request needed
+        assert client.get(url).status_code == 404
+        send(client, "b.srt", SRT.encode())  # left for the shutdown
+    assert os.listdir(files_dir) == []
+
+
+@pytest.mark.skipif(not shutil.which("curl"), reason="curl is not installed")
+def test_the_docs_curl_commands_translate_a_subtitle_file(short_mt, files_dir, tmp_path):
+    """docs/serving.md's Files commands on a server over HTTP (uvicorn): the subtitles come back unit for unit."""
+    from fairseq_rope_server.app import Limits, ServedModel, make_app
+
+    live = Live(make_app([ServedModel(short_mt)], Limits(batch_wait=0)))
+    try:
+        (tmp_path / "talk.srt").write_bytes(SRT.encode())
+        answer = subprocess.run(["curl", "-s", "-F", "file=@talk.srt", "-F", "source=en", "-F", "target=de",
+                                 f"{live.url}/translate_file"], cwd=tmp_path, capture_output=True, check=True)
+        url = json.loads(answer.stdout)["translatedFileUrl"]
+        assert url.startswith(live.url + "/download_file/")
+        subprocess.run(["curl", "-s", "-OJ", url], cwd=tmp_path, check=True)  # saved as its name: talk.de.srt
+        out = (tmp_path / "talk.de.srt").read_bytes()
+        assert out == expected(SRT.encode(), "srt", short_mt)
+        assert read_document(out, "srt", "x").units == [short_mt.translate_text(u).strip() for u in SRT_UNITS]
+        assert structure(out, "srt") == structure(SRT.encode(), "srt")
+    finally:
+        live.stop()
