@@ -240,19 +240,23 @@ def load_translator(
                              pretokenizer=tokenizer)
         except PreprocessingError as error:
             raise ValueError(str(error)) from None
+    try:  # the record's files read now (codes, vocabularies, a sentencepiece model), not at the first sentence
+        record.encode("a", source_lang)
+    except PreprocessingError as error:
+        raise ValueError(str(error)) from None
+    why = None
     if backend != "fairseq":
         why = why_not_ctranslate2(state, checkpoint, record, device, model_overrides)
         if why is None:
             try:
                 return ctranslate2_translator(checkpoint, str(data_bin), record, source_lang, target_lang, device,
                                               compute_type, threads, decoding)
-            except (ValueError, OSError) as error:  # (fairseq_rope.ct2.ExportError; no writable cache)
+            except Exception as error:  # (a file fairseq reads too may be damaged: fairseq's error names it)
                 if backend == "ctranslate2":
                     raise
-                why = str(error)
-        if backend == "ctranslate2":
+                why = f"the export failed: {error}"
+        elif backend == "ctranslate2":
             raise ValueError(f"backend='ctranslate2': {why}")
-        print(f"[fairseq-rope] {checkpoint}: translating with fairseq, not CTranslate2: {why}", file=sys.stderr)
     del state
     overrides = dict(model_overrides or {}, source_lang=source_lang, target_lang=target_lang,
                      max_len_a=max_len_a, max_len_b=max_len_b, bpe=None, tokenizer=None)
@@ -267,6 +271,8 @@ def load_translator(
         check_fits(checkpoint, data_bin, source_lang, target_lang)
         raise
     translator = Translator(loaded["args"], loaded["task"], loaded["models"], record, beam=beam, lenpen=lenpen)
+    if why:  # (once fairseq has loaded it: where a damaged file stopped both, fairseq's error names it)
+        print(f"[fairseq-rope] {checkpoint}: translating with fairseq, not CTranslate2: {why}", file=sys.stderr)
     return translator.to(device).eval()
 
 

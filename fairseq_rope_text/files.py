@@ -130,8 +130,18 @@ def translate_file(path_in: str, path_out: str, translate_units: Callable[[List[
     with open(path_in, "rb") as f:
         document = read_document(f.read(), fmt, path_in)
     data = document.write(translate_units(document.units) if document.units else [])
-    with open(path_out, "wb") as f:
-        f.write(data)
+    import tempfile
+
+    handle, staging = tempfile.mkstemp(prefix=f".{os.path.basename(path_out)}.", dir=os.path.dirname(
+        os.path.abspath(path_out)))  # written whole, then renamed: never a half-written file under its name
+    try:
+        with os.fdopen(handle, "wb") as f:
+            f.write(data)
+        os.replace(staging, path_out)
+    except BaseException:
+        if os.path.exists(staging):
+            os.remove(staging)
+        raise
     return len(document.units)
 
 

@@ -69,7 +69,8 @@ def data(tmp_path_factory):
 
 def translator_for(data, k):
     dirs, checkpoint = data
-    hub = load_translator(str(checkpoint.parent), str(dirs[k]), checkpoint_file=checkpoint.name, device="cpu")
+    hub = load_translator(str(checkpoint.parent), str(dirs[k]), checkpoint_file=checkpoint.name, device="cpu",
+                          backend="fairseq")  # (fairseq's model, for every context k)
     return ContextTranslator(hub)
 
 
@@ -192,7 +193,8 @@ def test_batched_translation_equals_one_sentence_at_a_time(data, arch, k, tmp_pa
     gets a translation."""
     dirs, _ = data
     checkpoint = untrained_checkpoint(dirs[0], tmp_path / "checkpoint.pt", "src", "tgt", arch=arch, seed=3)
-    hub = load_translator(str(tmp_path), str(dirs[k]), checkpoint_file=checkpoint.name, device="cpu")
+    hub = load_translator(str(tmp_path), str(dirs[k]), checkpoint_file=checkpoint.name, device="cpu",
+                          backend="fairseq")  # (fairseq's model, for every context k)
     translator = ContextTranslator(hub)
     src, tgt = documents_for(k)
     batched = translator.translate_documents_ids(src, max_len_b=4, batch_size=64)
