@@ -478,3 +478,19 @@ def test_fairseq_rope_serve_defaults_to_ctranslate2_with_fairseqs_translations(d
         err = server.process.stderr.read()
         assert status == 200 and answer["translatedText"] == [reference.translate_text(t) for t in texts]
         assert ("translating with CTranslate2 (float32)" in err) == (backend == "auto"), err
+
+
+def test_a_translation_leaves_out_s_and_end_of_sentence_as_fairseqs_dictionary_does(data, models, exported):
+    """A model may predict <s> (fairseq's beam search does not forbid it); fairseq's Dictionary.string leaves
+    it and </s> out of the text, and so must CTranslate2's decode."""
+    from fairseq_rope.ct2 import CTranslate2Translator
+    from fairseq_rope.hub import load_translator
+
+    checkpoint = models["interleaved"]
+    fairseq_mt = load_translator(checkpoint.parent, data / "bin", checkpoint_file=checkpoint.name,
+                                 bpe_codes=data / "codes", device="cpu", backend="fairseq")
+    ct2 = CTranslate2Translator(str(exported["interleaved"]))
+    words = [s for s in fairseq_mt.tgt_dict.symbols[4:] if not s.startswith("madeupword")][:3]
+    for tokens in ([words[0], "<s>", words[1], "</s>"], ["<s>", *words], [*words, "<s>", "<s>"]):
+        ids = torch.tensor([fairseq_mt.tgt_dict.index(t) for t in tokens])
+        assert ct2.decode(tokens) == fairseq_mt.decode(ids) and "<s>" not in ct2.decode(tokens)
