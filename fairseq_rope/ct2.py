@@ -554,12 +554,16 @@ class CTranslate2Translator:
         """Raw text in (one sentence or a list), detokenized translation(s) out."""
         single = isinstance(sentences, str)
         batch = [sentences] if single else list(sentences)
-        best = [nbest[0][0] for nbest in self.translate_tokens([self.encode(s) for s in batch], beam, lenpen)]
-        outputs = [self.decode(tokens) for tokens in best]
+        outputs = self.translate_sources([self.encode(s) for s in batch], beam, lenpen)
         if verbose:
             for source, output in zip(batch, outputs):
                 print(f"S\t{source}\nH\t{output}")
         return outputs[0] if single else outputs
+
+    def translate_sources(self, sources: Sequence[Sequence[str]], beam: Optional[int] = None,
+                          lenpen: Optional[float] = None) -> List[str]:
+        """Each source's subwords (:meth:`encode`'s) -> its best translation, detokenized."""
+        return [self.decode(nbest[0][0]) for nbest in self.translate_tokens(sources, beam, lenpen)]
 
     def translate_text(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
                        lenpen: Optional[float] = None, batch_size: Optional[int] = None, progress=None) -> str:
@@ -582,12 +586,13 @@ class CTranslate2Translator:
             raise ValueError(f"{self.model_dir}: the model was trained with {self.preprocessing.context} sentences "
                              f"of context; translation in context runs on the fairseq backend")
         layout, sentences = split_text(text, self.source_lang, keep_line_breaks)
+        sources = [self.encode(s) for s in sentences]  # (each encoded once: for its length and to translate)
         longest = self.metadata.get("longest_training_source")  # (an export made before it was recorded: none)
         if longest:
-            say_long_sentences([len(self.encode(s)) + 1 for s in sentences], longest)
+            say_long_sentences([len(source) + 1 for source in sources], longest)
         out, step = [], batch_size or self.max_batch_size
-        for start in range(0, len(sentences), step):
-            out += self.translate(sentences[start:start + step], beam, lenpen)
+        for start in range(0, len(sources), step):
+            out += self.translate_sources(sources[start:start + step], beam, lenpen)
             if progress is not None:
                 progress(len(out), len(sentences))
         return layout, sentences, out

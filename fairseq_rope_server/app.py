@@ -336,6 +336,17 @@ class Server:
             raise Failure(400, "Invalid request: the client left before sending its whole body") from None
         return b"".join(chunks)
 
+    async def multipart(self, request: Request, body: bytes, max_files: int):
+        """The multipart/form-data ``body`` (already read within its limit) parsed, at most ``max_files``
+        files; a malformed one is a 400."""
+        async def chunks():
+            yield body
+        try:
+            return await MultiPartParser(request.headers, chunks(), max_files=max_files,
+                                         max_part_size=self.limits.body_limit()).parse()
+        except MultiPartException as error:
+            raise Failure(400, f"Invalid request: the multipart body: {error.message}") from None
+
     async def params(self, request: Request) -> dict:
         """The request's fields from its URL and its body (JSON, a form or multipart form data, each UTF-8;
         the media type in any case, with parameters), as LibreTranslate reads them (deep-translator, for
@@ -365,13 +376,7 @@ class Server:
         elif kind == "application/x-www-form-urlencoded":
             values.update(form_fields(text, "the form"))
         elif kind == "multipart/form-data":
-            async def chunks():
-                yield body
-            try:
-                form = await MultiPartParser(request.headers, chunks(), max_files=0,
-                                             max_part_size=self.limits.body_limit()).parse()
-            except MultiPartException as error:
-                raise Failure(400, f"Invalid request: the multipart body: {error.message}") from None
+            form = await self.multipart(request, body, max_files=0)
             values.update(fields(form.multi_items()))
         else:
             raise Failure(400, f"Invalid request: a body of type {shown(kind) if kind else 'none given'}; send "
@@ -526,14 +531,7 @@ class Server:
         if kind != "multipart/form-data":
             raise Failure(400, f"Invalid request: a body of type {shown(kind) if kind else 'none given'}; send the "
                                "file as multipart/form-data (curl -F file=@talk.srt -F source=en -F target=de)")
-
-        async def chunks():
-            yield body
-        try:
-            form = await MultiPartParser(request.headers, chunks(), max_files=1,
-                                         max_part_size=self.limits.body_limit()).parse()
-        except MultiPartException as error:
-            raise Failure(400, f"Invalid request: the multipart body: {error.message}") from None
+        form = await self.multipart(request, body, max_files=1)
         upload = form.get("file")
         values.update(fields([(k, v) for k, v in form.multi_items() if isinstance(v, str)]))
         self.check_key(request, values)
