@@ -129,8 +129,9 @@ class SelfAttention(MultiheadAttention):
         T, B, _ = x.shape
         projections = (self.q_proj, self.k_proj, self.v_proj)
         # the stacked weights are a copy of 3 C^2 weights per call: paid back by fewer launches on a GPU and
-        # by one weight gradient in training; on the CPU without gradients (a decoding step of a few rows)
-        # the copy costs more than the three products
+        # by one GEMM in training (three projections train 7-10% slower per layer on a CPU; the copy is within
+        # the noise: docs/benchmarks.md); on the CPU without gradients (a decoding step of a few rows) the
+        # copy costs as much as the three products
         if self.packed and (x.is_cuda or torch.is_grad_enabled()):
             bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
             qkv = F.linear(x, torch.cat([p.weight for p in projections]), bias)

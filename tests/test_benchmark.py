@@ -110,3 +110,17 @@ print(json.dumps([median_interval([0.98] * 7), median_interval(few), median_inte
     assert point == [0.98, 0.98] and few == again
     assert lowest < few[0] < median < few[1] < highest
     assert many[1] - many[0] < (few[1] - few[0]) / 2
+
+
+def test_projection_cost_measures_the_packed_layer_against_its_stored_weight_and_three_projections():
+    """scripts/projection_cost.py: one row per dimension; it stops where the packed projection of training
+    (weights stacked per call) does not give exactly the output and input gradient of one stored stacked weight."""
+    done = subprocess.run([sys.executable, "-m", "scripts.projection_cost", "--dims", "64,128", "--tokens", "64",
+                           "--length", "8", "--pairs", "2"], capture_output=True, text=True, timeout=120,
+                          cwd=os.path.dirname(SCRIPTS))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("| 64 |", "| 128 |"))]
+    assert [row.split("|")[1:4] for row in rows] == [[" 64 ", " 1 ", " 64 "], [" 128 ", " 2 ", " 64 "]]
+    bad = subprocess.run([sys.executable, "-m", "scripts.projection_cost", "--dims", "96"], capture_output=True,
+                         text=True, timeout=60, cwd=os.path.dirname(SCRIPTS))
+    assert bad.returncode == 2 and "--dims 96" in bad.stderr and "multiple of 64" in bad.stderr
