@@ -99,7 +99,7 @@ class SelfAttention(MultiheadAttention):
         past = 0 if saved.get("prev_key") is None else saved["prev_key"].size(2)
         qk, v = self.split_heads(query)  # B x 2H x T x D, B x H x T x D
         qk = self.position_queries_keys(qk, past, inputs)
-        q, k = qk[:, :self.num_heads], qk[:, self.num_heads:]
+        q, k = qk.split(self.num_heads, dim=1)
         padding = None if key_padding_mask is None else key_padding_mask.bool()  # B x T, True: padding
         if incremental_state is not None:  # all keys so far (fairseq's cache: concatenated)
             if past:
@@ -138,7 +138,8 @@ class SelfAttention(MultiheadAttention):
         else:
             qkv = torch.cat([p(x) for p in projections], dim=-1)
         qkv = qkv.view(T, B, 3 * self.num_heads, self.head_dim).permute(1, 2, 0, 3)  # B x 3H x T x D
-        return qkv[:, :2 * self.num_heads], qkv[:, 2 * self.num_heads:]
+        # split, not two slices: its backward concatenates the gradients where slices' add zero-filled copies
+        return qkv.split([2 * self.num_heads, self.num_heads], dim=1)
 
     def merge_heads(self, attn: Tensor) -> Tensor:
         """B x H x T x D -> T x B x C, through the output projection."""
