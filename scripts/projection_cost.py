@@ -11,7 +11,7 @@ backward on a training batch, three arms interleaved in a rotating order, each p
 dimension: each arm's median time, and the paired medians packed / stored and three / stored (over the
 pairs), with the cost of the torch.cat alone.
 
-  python scripts/projection_cost.py --dims 256,512,1024 --pairs 60
+  python -m scripts.projection_cost --dims 256,512,1024 --pairs 60
 """
 
 import argparse
@@ -38,7 +38,7 @@ class StoredPacked(SelfAttention):
         T, B, _ = x.shape
         qkv = F.linear(x, self.qkv_weight, self.qkv_bias)
         qkv = qkv.view(T, B, 3 * self.num_heads, self.head_dim).permute(1, 2, 0, 3)  # B x 3H x T x D
-        return qkv[:, :2 * self.num_heads], qkv[:, 2 * self.num_heads:]
+        return qkv.split([2 * self.num_heads, self.num_heads], dim=1)
 
 
 def forward_backward(layer, x):
@@ -90,7 +90,10 @@ def main(argv=None):
     p.add_argument("--length", type=int, default=32, help="sentence length; batch = tokens / length (default: 32)")
     p.add_argument("--pairs", type=int, default=60, help="timed rounds of the three arms (default: 60)")
     args = p.parse_args(argv)
-    dims = [int(d) for d in args.dims.split(",")]
+    try:
+        dims = [int(d) for d in args.dims.split(",")]
+    except ValueError:
+        p.error(f"--dims {args.dims}: expected whole numbers separated by commas, e.g. 256,512")
     if any(d < 64 or d % 64 for d in dims):
         p.error(f"--dims {args.dims}: each dimension must be a multiple of 64 (heads of 64)")
     if args.tokens < args.length:

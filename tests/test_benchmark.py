@@ -121,6 +121,7 @@ def test_projection_cost_measures_the_packed_layer_against_its_stored_weight_and
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith(("| 64 |", "| 128 |"))]
     assert [row.split("|")[1:4] for row in rows] == [[" 64 ", " 1 ", " 64 "], [" 128 ", " 2 ", " 64 "]]
-    bad = subprocess.run([sys.executable, "-m", "scripts.projection_cost", "--dims", "96"], capture_output=True,
-                         text=True, timeout=60, cwd=os.path.dirname(SCRIPTS))
-    assert bad.returncode == 2 and "--dims 96" in bad.stderr and "multiple of 64" in bad.stderr
+    for dims, expected in (("96", "multiple of 64"), ("2x6", "whole numbers")):
+        bad = subprocess.run([sys.executable, "-m", "scripts.projection_cost", "--dims", dims], capture_output=True,
+                             text=True, timeout=60, cwd=os.path.dirname(SCRIPTS))
+        assert bad.returncode == 2 and f"--dims {dims}" in bad.stderr and expected in bad.stderr
