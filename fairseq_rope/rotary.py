@@ -141,14 +141,17 @@ class RotaryEmbedding(nn.Module):
                                f"({'Triton is not installed' if not TRITON_INSTALLED else 'a CUDA GPU is needed'}; "
                                "TRITON_INTERPRET=1 runs it on the CPU, slowly); use --rope-rotation auto or eager")
         failure = kernel_failure(x.device, x.dtype)
-        if failure is None:
-            return True
         where = f"{x.device} ({str(x.dtype).replace('torch.', '')})"
+        if failure is None:
+            if (x.device, x.dtype) not in SAID:
+                SAID.add((x.device, x.dtype))
+                logger.info(f"--rope-rotation {rotation}: the Triton kernel on {where}, which passed its probe")
+            return True
         if rotation == "triton":
             raise RuntimeError(f"--rope-rotation triton: the Triton kernel on {where}: {failure}; "
                                "use --rope-rotation auto or eager")
-        if (x.device, x.dtype) not in WARNED:
-            WARNED.add((x.device, x.dtype))
+        if (x.device, x.dtype) not in SAID:
+            SAID.add((x.device, x.dtype))
             logger.warning(f"--rope-rotation auto: the eager rotation on {where}, not the Triton kernel: {failure}")
         return False
 
@@ -189,7 +192,7 @@ class RotaryEmbedding(nn.Module):
 
 # the probe's verdict per (device, dtype) in this process: None = the kernel proved itself, else why not
 PROBED: Dict[Tuple[torch.device, torch.dtype], Optional[str]] = {}
-WARNED = set()  # (device, dtype) for which "auto" said that it rotates eagerly
+SAID = set()  # (device, dtype) for which the rotation said which way it rotates (kernel or eager)
 
 
 def kernel_failure(device: torch.device, dtype: torch.dtype) -> Optional[str]:
@@ -207,6 +210,15 @@ def probe_kernel(device: torch.device, dtype: torch.dtype) -> Optional[str]:
     computed eagerly in float64 (``apply_rotary``, and its gradient by autograd). Returns None when every
     value is within 8 units of the dtype's rounding of the probe's magnitude, else the reason: the
     kernel's error (cannot compile or launch) or its largest difference."""
+    try:  # in the caller's grad mode or not (no_grad, inference_mode, autocast): the probe needs autograd
+        with torch.inference_mode(False), torch.enable_grad(), torch.autocast(device.type, enabled=False):
+            return compare_with_eager(device, dtype)
+    except Exception as error:  # Triton's compiler, a launch on an unsupported GPU, a missing driver ...
+        return f"it failed on its probe ({type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]})"
+
+
+def compare_with_eager(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+    """probe_kernel's comparison, with autograd on; an error of the kernel (or of the probe) propagates."""
     g = torch.Generator().manual_seed(0)
     x64, grad64 = (torch.randn(2, 4, 5, 12, generator=g, dtype=torch.float64) for _ in range(2))
     x64, grad64 = x64.to(dtype).double(), grad64.to(dtype).double()  # values the dtype holds exactly
@@ -218,12 +230,8 @@ def probe_kernel(device: torch.device, dtype: torch.dtype) -> Optional[str]:
         want = apply_rotary(reference, cos[3:], sin[3:], layout)
         want.backward(grad64)
         x = x64.to(device, dtype).requires_grad_()
-        try:
-            with torch.enable_grad(), torch.autocast(device.type, enabled=False):
-                out = fused_rotation(x, cos.to(device, torch.float32), sin.to(device, torch.float32), layout, start=3)
-                out.backward(grad64.to(device, dtype))
-        except Exception as error:  # Triton's compiler, a launch on an unsupported GPU, a missing driver ...
-            return f"it failed on its probe ({type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]})"
+        out = fused_rotation(x, cos.to(device, torch.float32), sin.to(device, torch.float32), layout, start=3)
+        out.backward(grad64.to(device, dtype))
         difference = max(float((out.detach().double().cpu() - want.detach()).abs().max()),
                          float((x.grad.double().cpu() - reference.grad).abs().max()))
         if not difference <= tolerance:  # (NaN too)

@@ -31,7 +31,7 @@ def interpreter(monkeypatch):
     if INTERPRETER:  # (Triton's interpreter reads it at each launch as well)
         monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(rotary, "PROBED", {})
-    monkeypatch.setattr(rotary, "WARNED", set())
+    monkeypatch.setattr(rotary, "SAID", set())
 
 # float32 arithmetic in the kernel, one rounding to x's dtype on the store (bfloat16: on a GPU only)
 TOLERANCES = {torch.float32: dict(rtol=1e-6, atol=1e-6), torch.float16: dict(rtol=1e-3, atol=1e-3),
@@ -200,6 +200,44 @@ def test_auto_takes_the_kernel_once_it_has_passed_its_probe(monkeypatch):
     assert calls == [(2, 4, 5, 12), (2, 4, 5, 12), (2, 4, 6, 8)]  # the probe's two layouts, then x
     auto.rotate(x, 0)
     assert len(calls) == 4  # probed once
+
+
+GRAD_MODES = {"grad": torch.enable_grad, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode,
+              "autocast_bf16": lambda: torch.autocast("cpu", dtype=torch.bfloat16)}
+
+
+@pytest.mark.parametrize("mode", GRAD_MODES)
+def test_the_probe_gives_its_verdict_in_every_grad_mode_and_leaves_the_callers_mode(monkeypatch, mode):
+    """The first rotation of a process may come inside no_grad (fairseq-generate, the hub, the server),
+    inference_mode or autocast: the probe still passes there (it needs autograd for its backward), the
+    caller's mode is the same after it, and the rotation goes through the kernel, equal to eager."""
+    calls = count_kernel_calls(monkeypatch)
+    x = packed_qk(2, 2, 6, 8, torch.float32, seed=3).detach()
+    auto, eager = RotaryEmbedding(8, RopeOptions(rotation="auto")), RotaryEmbedding(8, RopeOptions(rotation="eager"))
+    with GRAD_MODES[mode]():
+        state = (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cpu"))
+        assert rotary.kernel_failure(torch.device("cpu"), torch.float32) is None
+        assert (torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cpu")) == state
+        out, want = auto.rotate(x, 2), eager.rotate(x, 2)
+    torch.testing.assert_close(out, want, rtol=1e-6, atol=1e-6)
+    assert calls[-1] == (2, 4, 6, 8) and len(calls) == 3  # the probe's two layouts, then x
+
+
+def test_a_probe_that_itself_fails_falls_back_to_eager_with_one_warning(monkeypatch, caplog):
+    """An error of the probe's own code (not the kernel's: e.g. its reference's backward) is a verdict too:
+    auto rotates eagerly and says why once, instead of raising in the user's first rotation."""
+    def broken(device, dtype):
+        raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+
+    monkeypatch.setattr(rotary, "compare_with_eager", broken)
+    x = packed_qk(2, 2, 6, 8, torch.float32, seed=3).detach()
+    auto, eager = RotaryEmbedding(8, RopeOptions(rotation="auto")), RotaryEmbedding(8, RopeOptions(rotation="eager"))
+    with caplog.at_level(logging.WARNING, logger="fairseq_rope.rotary"), torch.no_grad():
+        for start in (0, 4):
+            assert torch.equal(auto.rotate(x, start), eager.rotate(x, start))
+    assert [r.getMessage() for r in caplog.records] == [
+        "--rope-rotation auto: the eager rotation on cpu (float32), not the Triton kernel: it failed on its probe "
+        "(RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn)"]
 
 
 def wrong_by(epsilon):
