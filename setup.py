@@ -53,7 +53,7 @@ setup(
         "files": ["python-docx>=1.1"],
         # fairseq-rope-serve: an ASGI app (Starlette; python-multipart for form bodies) on uvicorn; files too
         "serve": ["starlette>=0.37", "uvicorn>=0.29", "python-multipart>=0.0.9", "python-docx>=1.1"],
-        "test": ["pytest>=7", "pytest-xdist>=3", "ctranslate2>=4.8,<5", "hypothesis>=6.100",
+        "test": ["pytest>=7", "pytest-xdist>=3", "filelock>=3.12", "ctranslate2>=4.8,<5", "hypothesis>=6.100",
                  # the server's tests: its extra, a real client (deep-translator), a real browser (selenium)
                  "starlette>=0.37", "uvicorn>=0.29", "python-multipart>=0.0.9", "httpx>=0.27",
                  "deep-translator>=1.11", "selenium>=4.20", "python-docx>=1.1"],

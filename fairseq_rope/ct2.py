@@ -66,12 +66,13 @@ from fairseq_rope_text import preprocessing
 from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, resolve
 
 from .alibi import ALiBi
-from .checkpoints import load_checkpoint, longest_training_source, say_long_sentences
+from .checkpoints import load_checkpoint, longest_training_source
 from .encodings import ENCODINGS
 from .nope import NoPE
 from .options import RopeOptions
 from .shaw import ShawRPE
 from .t5_bias import T5Bias
+from .translator import EngineError, TranslatorInterface
 
 METADATA = "fairseq_rope_ct2.json"
 
@@ -441,8 +442,12 @@ def subword_text(tokens: Sequence[str]) -> str:
     return " ".join(token for token in tokens if token not in ("<s>", "</s>"))
 
 
-class CTranslate2Translator:
-    """The ``translate()`` of :class:`fairseq_rope.hub.Translator`, run by CTranslate2.
+# fairseq's hub attributes, which a CTranslate2 translator does not have (its error names the backend that does)
+FAIRSEQ_ONLY = {"models", "task", "cfg", "generate", "sample", "binarize", "string", "src_dict", "tgt_dict"}
+
+
+class CTranslate2Translator(TranslatorInterface):
+    """The translator interface (fairseq_rope.translator) run by CTranslate2.
 
     Raw sentences in, detokenized translations out, through the preprocessing record the export
     carries (the data's: the subwords are those of training), beam 4 and length penalty 0.6 by default.
@@ -452,6 +457,8 @@ class CTranslate2Translator:
         device: "cpu" or "cuda"; compute_type: CTranslate2's (default: the model's quantization).
         threads: intra-op threads (0: CTranslate2's default); max_batch_size: sentences per batch.
     """
+
+    engine = "ctranslate2"
 
     def __init__(self, model_dir: str, device: str = "cpu", compute_type: str = "default", threads: int = 0,
                  beam: int = 4, lenpen: float = 0.6, max_len_a: float = 0.0, max_len_b: int = 200,
@@ -475,6 +482,7 @@ class CTranslate2Translator:
         self.compute_type = self.translator.compute_type
         self.beam, self.lenpen, self.max_len_a, self.max_len_b = beam, lenpen, max_len_a, max_len_b
         self.max_batch_size = max_batch_size
+        self.dictionaries = {}
         self.preprocessing = self._preprocessing()
         self.source_lang, self.target_lang = self.metadata["source_lang"], self.metadata["target_lang"]
 
@@ -495,14 +503,37 @@ class CTranslate2Translator:
               f"{record.describe()}; export again from a data-bin with a record to carry it", file=sys.stderr)
         return record
 
-    def encode(self, sentence: str) -> List[str]:
-        """Raw source text -> the subwords of the record (as training made them)."""
-        return self.preprocessing.encode(sentence, self.source_lang).split()
+    def encode(self, sentence: str) -> torch.LongTensor:
+        """Raw source text -> the ids of its subwords in the source dictionary, with the EOS: what
+        fairseq's hub ``encode`` returns."""
+        return self.dictionary(self.source_lang).encode_line(" ".join(self.subwords(sentence)),
+                                                             add_if_not_exist=False).long()
 
-    def decode(self, tokens: Sequence[str]) -> str:
+    def decode(self, ids: torch.LongTensor) -> str:
+        """Target ids -> text, as fairseq's hub ``decode`` (the EOS, <s> and padding left out)."""
+        return self.detokenize(self.dictionary(self.target_lang).string(ids).split())
+
+    def dictionary(self, lang: str):
+        """The export's fairseq dictionary of ``lang`` (read once)."""
+        if lang not in self.dictionaries:
+            from fairseq.data import Dictionary
+
+            path = os.path.join(self.model_dir, f"dict.{lang}.txt")
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"{path} not found: export the model again with fairseq-rope-ct2")
+            self.dictionaries[lang] = Dictionary.load(path)
+        return self.dictionaries[lang]
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
         """Target subwords -> text, as fairseq-rope-score detokenizes (without <s> and </s>, which
         fairseq's Dictionary.string leaves out)."""
         return self.preprocessing.decode(subword_text(tokens), self.target_lang)
+
+    def __getattr__(self, name: str):
+        if name in FAIRSEQ_ONLY:
+            raise AttributeError(f"{name!r} is fairseq's: this translator runs on CTranslate2; "
+                                 f"load_translator(..., backend='fairseq') gives fairseq's hub with it")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def translate_tokens(self, sources: Sequence[Sequence[str]], beam: Optional[int] = None,
                          lenpen: Optional[float] = None, nbest: int = 1):
@@ -549,53 +580,27 @@ class CTranslate2Translator:
                 finished[prefix] = float(log_probs.sum()) / (len(prefix) + 1) ** lenpen
         return sorted(((list(tokens), score) for tokens, score in finished.items()), key=lambda h: -h[1])
 
-    def translate(self, sentences: Union[str, List[str]], beam: Optional[int] = None, lenpen: Optional[float] = None,
-                  verbose: bool = False):
-        """Raw text in (one sentence or a list), detokenized translation(s) out."""
+    def translate_sentences(self, sentences, beam, lenpen, verbose, **kwargs):
+        if kwargs:
+            raise EngineError(f"translate(): {', '.join(sorted(kwargs))} are fairseq's generation options: "
+                              f"load_translator(..., backend='fairseq') takes them")
         single = isinstance(sentences, str)
         batch = [sentences] if single else list(sentences)
-        outputs = self.translate_sources([self.encode(s) for s in batch], beam, lenpen)
+        outputs = [nbest[0] for nbest in self.translate_subwords([self.subwords(s) for s in batch], beam, lenpen)]
         if verbose:
             for source, output in zip(batch, outputs):
                 print(f"S\t{source}\nH\t{output}")
         return outputs[0] if single else outputs
 
-    def translate_sources(self, sources: Sequence[Sequence[str]], beam: Optional[int] = None,
-                          lenpen: Optional[float] = None) -> List[str]:
-        """Each source's subwords (:meth:`encode`'s) -> its best translation, detokenized."""
-        return [self.decode(nbest[0][0]) for nbest in self.translate_tokens(sources, beam, lenpen)]
+    def translate_subwords(self, sources, beam=None, lenpen=None, nbest=1):
+        return [[self.detokenize(tokens) for tokens, _ in hypotheses]
+                for hypotheses in self.translate_tokens(sources, beam, lenpen, nbest)]
 
-    def translate_text(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
-                       lenpen: Optional[float] = None, batch_size: Optional[int] = None, progress=None) -> str:
-        """Running text translated with its layout and line endings kept, as
-        :meth:`fairseq_rope.hub.Translator.translate_text` does it for a sentence-level model (a model
-        trained with context needs the fairseq backend)."""
-        from fairseq_rope_text.running_text import join_text, line_ending
+    def score_subwords(self, sources, targets, batch_size=32):
+        return [float(log_probs.sum()) for log_probs in self.score_tokens(sources, targets)]
 
-        layout, _, translations = self.translate_text_sentences(text, keep_line_breaks, beam, lenpen, batch_size,
-                                                                progress)
-        return join_text(layout, translations, line_ending(text))
-
-    def translate_text_sentences(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
-                                 lenpen: Optional[float] = None, batch_size: Optional[int] = None, progress=None):
-        """(layout, sentences, translations) of running text, as :meth:`translate_text` makes them
-        (``batch_size`` sentences a call, default ``max_batch_size``)."""
-        from fairseq_rope_text.running_text import split_text
-
-        if self.preprocessing.context:
-            raise ValueError(f"{self.model_dir}: the model was trained with {self.preprocessing.context} sentences "
-                             f"of context; translation in context runs on the fairseq backend")
-        layout, sentences = split_text(text, self.source_lang, keep_line_breaks)
-        sources = [self.encode(s) for s in sentences]  # (each encoded once: for its length and to translate)
-        longest = self.metadata.get("longest_training_source")  # (an export made before it was recorded: none)
-        if longest:
-            say_long_sentences([len(source) + 1 for source in sources], longest)
-        out, step = [], batch_size or self.max_batch_size
-        for start in range(0, len(sources), step):
-            out += self.translate_sources(sources[start:start + step], beam, lenpen)
-            if progress is not None:
-                progress(len(out), len(sentences))
-        return layout, sentences, out
+    def longest_training_source(self) -> Optional[int]:
+        return self.metadata.get("longest_training_source")  # (an export made before it was recorded: none)
 
     def score_tokens(self, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]]) -> List[np.ndarray]:
         """Forced decoding: per pair, the log-probability of each target subword and of the final EOS."""

@@ -104,13 +104,17 @@ class ContextTranslator:
         self.max_source = min(p[0] if isinstance(p, tuple) else p for p in limits)
 
     # --- sentences to token ids --------------------------------------------------------------
+    def ids_of(self, subwords, side: str) -> List[int]:
+        """The ids of subwords (a list, or a string of them) in the ``side`` ("source"/"target") dictionary."""
+        line = subwords if isinstance(subwords, str) else " ".join(subwords)
+        dictionary = self.src_dict if side == "source" else self.tgt_dict
+        return dictionary.encode_line(line, add_if_not_exist=False, append_eos=False).long().tolist()
+
     def source_ids(self, sentence: str) -> List[int]:
-        return self.src_dict.encode_line(self.preprocessing.encode(sentence, self.source_lang),
-                                         add_if_not_exist=False, append_eos=False).long().tolist()
+        return self.ids_of(self.preprocessing.encode(sentence, self.source_lang), "source")
 
     def target_ids(self, sentence: str) -> List[int]:
-        return self.tgt_dict.encode_line(self.preprocessing.encode(sentence, self.target_lang),
-                                         add_if_not_exist=False, append_eos=False).long().tolist()
+        return self.ids_of(self.preprocessing.encode(sentence, self.target_lang), "target")
 
     def tokenized(self, ids: List[int]) -> str:
         """The text of target ids with the subwords joined, before detokenization (what
@@ -170,6 +174,11 @@ class ContextTranslator:
         ids its translation has after the prefix (after the last separator it wrote, without eos)
         and the hypothesis' score (fairseq's: log-probabilities over (length + 1) ** lenpen, prefix
         included)."""
+        return [found[0] for found in self.translate_batch_nbest(items, 1, beam, lenpen, max_len_b)]
+
+    def translate_batch_nbest(self, items: List[Tuple[List[int], List[int]]], nbest: int, beam: int = 4,
+                              lenpen: float = 0.6, max_len_b: int = 200) -> List[List[Tuple[List[int], float]]]:
+        """As translate_batch, the ``nbest`` best hypotheses of each item, best first."""
         sample = self._collate([source for source, _ in items])
         order = sample["id"].tolist()  # the collater sorts the rows by source length
         longest = max(len(prefix) for _, prefix in items)
@@ -182,14 +191,15 @@ class ContextTranslator:
         generator = self._generator(beam, lenpen, max_len_b, [len(items[n][1]) for n in order])
         with torch.no_grad():
             hypos = generator.generate(self.hub.models, sample, prefix_tokens=prefix)
-        out: List[Tuple[List[int], float]] = [([], 0.0)] * len(items)
+        out: List[List[Tuple[List[int], float]]] = [[] for _ in items]
         for row, n in enumerate(order):
-            tokens = hypos[row][0]["tokens"].tolist()
-            if tokens and tokens[-1] == self.tgt_dict.eos():
-                tokens = tokens[:-1]
-            tokens = tokens[len(items[n][1]):]
-            tokens = last_segment(tokens, self.separator["target"]) if self.context else tokens
-            out[n] = (tokens, hypos[row][0]["score"].item())
+            for hypo in hypos[row][:nbest]:
+                tokens = hypo["tokens"].tolist()
+                if tokens and tokens[-1] == self.tgt_dict.eos():
+                    tokens = tokens[:-1]
+                tokens = tokens[len(items[n][1]):]
+                tokens = last_segment(tokens, self.separator["target"]) if self.context else tokens
+                out[n].append((tokens, hypo["score"].item()))
         return out
 
     def translate_documents(self, documents: Sequence[Sequence[str]], beam: int = 4, lenpen: float = 0.6,
@@ -249,17 +259,22 @@ class ContextTranslator:
         ``context`` pairs are used. An empty sentence is a sentence: it keeps its separators, as in
         training (ContraPro's padding of its context files is taken out by fairseq-rope-contrastive)."""
         encoded = self.score_inputs(items)
-        scores = [0.0] * len(encoded)
-        order = sorted(range(len(encoded)), key=lambda n: len(encoded[n][2]))
+        return self.score_ids(*zip(*encoded), batch_size=batch_size) if encoded else []
+
+    def score_ids(self, sources: Sequence[List[int]], prefixes: Sequence[List[int]], targets: Sequence[List[int]],
+                  batch_size: int = 32) -> List[float]:
+        """Log-probability of each target's ids after its prefix (the prefix read, not scored), given the
+        source ids: score_inputs' three lists."""
+        scores = [0.0] * len(sources)
+        order = sorted(range(len(sources)), key=lambda n: len(targets[n]))
         for b in range(0, len(order), batch_size):
             rows = order[b:b + batch_size]
-            sample = self._collate([encoded[n][0] for n in rows], [encoded[n][2] for n in rows])
+            sample = self._collate([sources[n] for n in rows], [targets[n] for n in rows])
             with torch.no_grad():
                 lprobs = _target_log_probs(self.hub.models, sample)
             for r, i in enumerate(sample["id"].tolist()):  # the collater sorts the rows by source length
                 n = rows[i]
-                start, end = len(encoded[n][1]), len(encoded[n][2])
-                scores[n] = lprobs[r, start:end].sum().item()
+                scores[n] = lprobs[r, len(prefixes[n]):len(targets[n])].sum().item()
         return scores
 
 

@@ -5,15 +5,15 @@
                          checkpoint_file="checkpoint_avg_last5.pt")
     mt.translate(["The small dog sees the red house."])  # beam 4, length penalty 0.6
 
-It is fairseq's ``GeneratorHubInterface`` (text -> subwords -> beam search -> text) with the paper's
-decoding defaults and checked paths. The text is turned into subwords as the training text was:
+The translator (fairseq_rope.translator.TranslatorInterface: text -> subwords -> beam search -> text)
+has the paper's decoding defaults and checked paths. The text is turned into subwords as the training text was:
 by the preprocessing prepare.sh recorded in the data-bin (``preprocessing.json``, read through
 ``--bpe recorded``, fairseq_rope.preprocessing), and translations are joined and detokenized as
 fairseq-rope-score does. Works for every encoding's checkpoints, averaged ones included.
 
-By default (``backend="auto"``) the same ``translate()`` runs on CTranslate2 wherever it gives the
-same translations (an export made once and cached, see :func:`load_translator`), else on fairseq;
-``backend="fairseq"`` always gives fairseq's hub. A directory written by ``fairseq-rope-ct2`` (which
+By default (``backend="auto"``) it runs on CTranslate2 wherever that gives the same translations (an
+export made once and cached, see :func:`load_translator`), else on fairseq, with the same methods
+either way; ``backend="fairseq"`` always gives fairseq's hub interface (:class:`Translator`). A directory written by ``fairseq-rope-ct2`` (which
 holds the dictionaries and the record itself) loads alone:
 
     mt = load_translator("work/sample/ct2/rope", threads=4)
@@ -21,8 +21,7 @@ holds the dictionaries and the record itself) loads alone:
 
 import os
 import sys
-import warnings
-from typing import Callable, List, Optional, Union
+from typing import Optional
 
 import torch
 from fairseq import hub_utils
@@ -30,15 +29,20 @@ from fairseq.hub_utils import GeneratorHubInterface
 
 from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, resolve
 
-from .checkpoints import check_fits, load_checkpoint, longest_training_source, say_long_sentences, trained_languages
+from .checkpoints import check_fits, load_checkpoint, longest_training_source, trained_languages
 from .preprocessing import RecordedPreprocessing
+from .translator import TranslatorInterface
 
 BACKENDS = ("auto", "fairseq", "ctranslate2")
 
 
-class Translator(GeneratorHubInterface):
-    """fairseq's hub interface whose ``translate`` defaults to beam 4 and length penalty 0.6, and
-    whose text goes through the data's recorded preprocessing (``self.preprocessing``)."""
+class Translator(TranslatorInterface, GeneratorHubInterface):
+    """The translator interface (fairseq_rope.translator) on fairseq: fairseq's hub interface whose
+    ``translate`` defaults to beam 4 and length penalty 0.6, and whose text goes through the data's
+    recorded preprocessing (``self.preprocessing``). fairseq's own ``generate``, ``encode`` (ids),
+    ``decode``, ``models``, ``task`` and ``cfg`` are there as in fairseq."""
+
+    engine = "fairseq"
 
     def __init__(self, cfg, task, models, preprocessing: Preprocessing, beam: int = 4, lenpen: float = 0.6):
         super().__init__(cfg, task, models)
@@ -46,82 +50,46 @@ class Translator(GeneratorHubInterface):
         self.source_lang, self.target_lang = cfg.task.source_lang, cfg.task.target_lang
         self.tokenizer = None  # the record's pretokenizer is part of its encode/decode
         self.bpe = RecordedPreprocessing.of(preprocessing, self.source_lang, self.target_lang)
-        self.beam, self.lenpen = beam, lenpen
+        self.beam, self.lenpen, self.max_len_b = beam, lenpen, int(cfg.generation.max_len_b)
 
-    def translate(self, sentences: Union[str, List[str]], beam: Optional[int] = None, verbose: bool = False, **kwargs):
-        """Each given string translated as one sentence (fairseq's hub); running text: translate_text."""
-        if isinstance(sentences, str):
-            warn_if_running_text(sentences, self.source_lang)
-        kwargs.setdefault("lenpen", self.lenpen)
+    def translate_sentences(self, sentences, beam, lenpen, verbose, **kwargs):
+        """fairseq's hub translate (a list decoded in batches, as fairseq-interactive does)."""
+        kwargs["lenpen"] = self.lenpen if lenpen is None else lenpen
         return self.sample(sentences, beam=beam or self.beam, verbose=verbose, **kwargs)
 
-    def translate_text(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
-                       lenpen: Optional[float] = None, batch_size: int = 32,
-                       progress: Optional[Callable[[int, int], None]] = None) -> str:
-        """Running text of any length (paragraphs, a whole file) translated with its layout and line
-        endings kept (fairseq_rope_text.running_text): split into sentences, each translated as the
-        model was trained, the sentences of the text one document (a model trained with context
-        translates each with its previous ones, a sentence-level model one by one, batched), the
-        translations put back in place. A sentence longer than the longest training source is
-        translated as it is and said in one line. ``progress(done, total)`` is called as sentences
-        are translated. The sentences and their translations: :meth:`translate_text_sentences`."""
-        from fairseq_rope_text.running_text import join_text, line_ending
-
-        layout, _, translations = self.translate_text_sentences(text, keep_line_breaks, beam, lenpen, batch_size,
-                                                                progress)
-        return join_text(layout, translations, line_ending(text))
-
-    def translate_text_sentences(self, text: str, keep_line_breaks: bool = False, beam: Optional[int] = None,
-                                 lenpen: Optional[float] = None, batch_size: int = 32,
-                                 progress: Optional[Callable[[int, int], None]] = None):
-        """(layout, sentences, translations) of running text, as :meth:`translate_text` makes them."""
-        from fairseq_rope_text.running_text import split_text
-
+    def in_context(self):
         from .documents import ContextTranslator
 
-        layout, sentences = split_text(text, self.source_lang, keep_line_breaks)
-        translator = ContextTranslator(self)
-        longest = self.longest_training_source()
-        if longest:  # (lengths with the end of sentence)
-            say_long_sentences([len(translator.source_ids(sentence)) + 1 for sentence in sentences], longest)
-        documents = [sentences] if translator.context else [[s] for s in sentences]
-        outputs = translator.translate_documents_ids(
-            documents, beam or self.beam, self.lenpen if lenpen is None else lenpen,
-            int(self.cfg.generation.max_len_b), batch_size, progress=progress)
-        return layout, sentences, [translator.detokenize(ids) for doc in outputs for ids, _ in doc]
+        return ContextTranslator(self)
+
+    def translate_subwords(self, sources, beam=None, lenpen=None, nbest=1):
+        translator = self.in_context()
+        items = [(translator.ids_of(source, "source") + [translator.src_dict.eos()], []) for source in sources]
+        if not items:
+            return []
+        found = translator.translate_batch_nbest(items, nbest, beam or self.beam,
+                                                 self.lenpen if lenpen is None else lenpen, self.max_len_b)
+        return [[translator.detokenize(ids) for ids, _ in hypotheses] for hypotheses in found]
+
+    def score_subwords(self, sources, targets, batch_size=32):
+        translator = self.in_context()
+        return translator.score_ids([translator.ids_of(s, "source") + [translator.src_dict.eos()] for s in sources],
+                                    [[] for _ in sources],
+                                    [translator.ids_of(t, "target") + [translator.tgt_dict.eos()] for t in targets],
+                                    batch_size)
+
+    def translate_in_context(self, documents, beam, lenpen, batch_size, progress=None):
+        translator = self.in_context()
+        outputs = translator.translate_documents_ids(documents, beam, lenpen, self.max_len_b, batch_size,
+                                                     progress=progress)
+        return [[translator.detokenize(ids) for ids, _ in doc] for doc in outputs]
+
+    def score_in_context_items(self, items, batch_size):
+        return self.in_context().score(items, batch_size=batch_size)
 
     def longest_training_source(self) -> Optional[int]:
         """The longest source the model was trained on (fairseq_rope.checkpoints.longest_training_source)."""
         return longest_training_source(self.models[0].encoder, self.cfg.task.data, self.source_lang, self.target_lang)
-
-    def translate_documents(self, documents: List[List[str]], context: Optional[int] = None,
-                            beam: Optional[int] = None, lenpen: Optional[float] = None,
-                            batch_size: int = 32) -> List[List[str]]:
-        """Each document (a list of sentences) translated in order, every sentence with up to
-        ``context`` previous source sentences and the model's own previous translations as context,
-        as the model was trained (the record's ``CONTEXT``; a ``context`` given must be the same; a
-        sentence-level model: sentence by sentence through the same code); fairseq_rope.documents.ContextTranslator."""
-        from .documents import ContextTranslator
-
-        return ContextTranslator(self, context).translate_documents(
-            documents, beam=beam or self.beam, lenpen=self.lenpen if lenpen is None else lenpen,
-            max_len_b=int(self.cfg.generation.max_len_b), batch_size=batch_size)
-
-    def score_in_context(self, items, context: Optional[int] = None, batch_size: int = 32) -> List[float]:
-        """Log-probability of each target sentence given its source and contexts: items are
-        (source context, target context, source, target), contexts lists of sentences, oldest first."""
-        from .documents import ContextTranslator
-
-        return ContextTranslator(self, context).score(items, batch_size=batch_size)
-
-
-def warn_if_running_text(text: str, lang: str):
-    """A warning (once per place it is called from) when a string given as one sentence holds several."""
-    from fairseq_rope_text.running_text import sentences_of
-
-    if len(sentences_of(text, lang)) > 1:
-        warnings.warn("translate() translates the string as one sentence, but it holds several: "
-                      "translate_text() splits running text into sentences and keeps its layout", stacklevel=3)
 
 
 def _require(path: str, what: str):
@@ -194,11 +162,12 @@ def load_translator(
     (float32) into a cache keyed by its content and reused (fairseq_rope.ct2.cached_export: ``ct2-cache``
     beside the checkpoint, else ~/.cache/fairseq-rope/ct2, or FAIRSEQ_ROPE_CT2_CACHE), and one line on
     stderr says which; otherwise fairseq, with one line saying why. ``"fairseq"``: fairseq's hub
-    (:class:`Translator`, with its ``generate``, ``score``, ``models``...); ``"ctranslate2"``: CTranslate2
+    (:class:`Translator`, with fairseq's ``generate``, ``models``, ``task``...); ``"ctranslate2"``: CTranslate2
     or an error saying why not. ``model_dir`` may also be a ``fairseq-rope-ct2`` export (``data_bin``
     left out), whose own dictionaries and record are used. ``compute_type`` (e.g. ``"int8"``: weights
-    quantized as the model loads) and ``threads`` are CTranslate2's. Both translators have
-    ``translate``, ``translate_text``, ``translate_text_sentences``, ``encode`` and ``preprocessing``.
+    quantized as the model loads) and ``threads`` are CTranslate2's. Both translators are a
+    :class:`fairseq_rope.translator.TranslatorInterface`: the same methods, the same translations;
+    ``mt.engine`` says which runs it.
     """
     device = check_device(device)
     if tokenizer not in (None, "moses", "none"):

@@ -198,8 +198,9 @@ def model_preprocessing(args, prog: str):
 
 
 def load_model(args, prog: str, record):
-    """The hub translator of add_model_arguments' options with ``record`` (model_preprocessing), or an
-    InputError naming what is wrong."""
+    """The translator of add_model_arguments' options with ``record`` (model_preprocessing) on fairseq, or an
+    InputError naming what is wrong. The document commands ask for fairseq whatever is installed: they
+    translate with forced target prefixes and print fairseq's hypothesis scores, on every kind of model."""
     import ast
 
     if args.batch_size < 1:
@@ -216,6 +217,6 @@ def load_model(args, prog: str, record):
     try:
         return load_translator(os.path.dirname(os.path.abspath(args.checkpoint)), args.data_bin,
                                checkpoint_file=os.path.basename(args.checkpoint), preprocessing=record,
-                               device=args.device, model_overrides=overrides)
+                               device=args.device, model_overrides=overrides, backend="fairseq")
     except (FileNotFoundError, ValueError, CheckpointError) as error:
         raise InputError(prog, str(error)) from None

@@ -91,7 +91,7 @@ def main(argv=None):
         dictionary = Dictionary.load(os.path.join(args.model_dir, f"dict.{meta['source_lang']}.txt"))
         sources = binarized_subset(args.data_bin, args.gen_subset, meta["source_lang"], meta["target_lang"], dictionary)
     else:
-        sources = [mt.encode(line) for line in read_lines(args.input)]
+        sources = [mt.subwords(line) for line in read_lines(args.input)]
     start = time.perf_counter()
     try:
         results = mt.translate_tokens(sources, nbest=args.nbest)
@@ -105,7 +105,7 @@ def main(argv=None):
             score = score / math.log(2)  # as fairseq-generate prints it
             text = subword_text(tokens)  # (as fairseq-generate's H lines: without <s>)
             out.write(f"H-{i}\t{score}\t{post_process(text, args.remove_bpe) if args.remove_bpe else text}\n")
-            out.write(f"D-{i}\t{score}\t{mt.decode(tokens)}\n")
+            out.write(f"D-{i}\t{score}\t{mt.detokenize(tokens)}\n")
     n_tokens = sum(len(nbest[0][0]) + 1 for nbest in results)
     if args.info_json:
         info = {"ctranslate2_version": meta["ctranslate2_version"], "ct2_compute_type": mt.compute_type,

@@ -106,9 +106,11 @@ def main(argv=None):
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--json", help="result file (default OUT_DIR/result.json)")
     ap.add_argument("--arch", default="")
-    ap.add_argument("--run-name", default="")
+    ap.add_argument("--run-name", default="", help="the run's name in fairseq-rope-results' table "
+                                                   "(default: --arch, else --out-dir's last component)")
     ap.add_argument("--checkpoint", default="")
-    ap.add_argument("--test-set", default="", help="name of the test set, stored with the signature")
+    ap.add_argument("--test-set", default="", help="name of the test set, stored with the signature "
+                                                   "(default: --ref's file name)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a field added to the result, repeatable (e.g. beam=4): VALUE as JSON when it is a "
                          "number, true/false or null, otherwise as a string")
@@ -152,11 +154,13 @@ def main(argv=None):
     hyps_split = [compound_split(h) for h in hyps_tok]
     tok_bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(hyps_split, [refs_tok])
 
+    # a row of fairseq-rope-results is named: the run's name, else its architecture, else its --out-dir's name
+    name = args.run_name or args.arch or os.path.basename(os.path.normpath(args.out_dir))
     result = {
-        "run_name": args.run_name or args.arch,
+        "run_name": name,
         "arch": args.arch,
         "checkpoint": args.checkpoint,
-        "test_set": args.test_set,
+        "test_set": args.test_set or os.path.basename(args.ref),
         "reference": os.path.abspath(args.ref),
         "n_sentences": len(refs),
         "sacrebleu": round(sacre.score, 2),
@@ -179,7 +183,6 @@ def main(argv=None):
     json_path = args.json or os.path.join(args.out_dir, "result.json")
     write_json(json_path, result)
 
-    name = args.run_name or args.arch or "model"
     print(f"[{PROG}] {name}: sacreBLEU {sacre.score:.2f}, tokenized, compound-split BLEU (fairseq's convention) "
           f"{tok_bleu.score:.2f}; {len(refs)} sentences, hyp/ref length {sacre.sys_len / max(sacre.ref_len, 1):.3f}"
           + (f"; d-BLEU {documents['document_bleu']:.2f} over {documents['n_documents']} documents" if documents else ""),

@@ -84,28 +84,22 @@ class Limits:
 
 
 class ServedModel:
-    """A loaded translator (fairseq_rope.hub.Translator or the CTranslate2 one) as the server uses it."""
+    """A loaded translator (fairseq_rope.translator.TranslatorInterface, on either engine) as the server uses it."""
 
     def __init__(self, translator, beam: Optional[int] = None):
         self.translator = translator
         self.source, self.target = translator.source_lang, translator.target_lang
         self.beam = beam or translator.beam
-        self.ctranslate2 = hasattr(translator, "translate_tokens")
-        self.context = 0 if self.ctranslate2 else int(getattr(translator.preprocessing, "context", 0) or 0)
+        self.context = int(getattr(translator.preprocessing, "context", 0) or 0)
 
-    def encode(self, sentence: str):
-        """The model's input for ``sentence``: its subwords (ids for fairseq, strings for CTranslate2)."""
-        return self.translator.encode(sentence)
+    def encode(self, sentence: str) -> List[str]:
+        """The model's input for ``sentence``: its subwords."""
+        return self.translator.subwords(sentence)
 
     def nbest(self, inputs: list, n: int) -> List[List[str]]:
         """Each encoded sentence's ``n`` best translations (fewer where the beam found fewer), best first:
-        the best is what ``translator.translate`` returns for the sentence."""
-        mt = self.translator
-        if self.ctranslate2:
-            found = mt.translate_tokens(inputs, self.beam, nbest=n)
-            return [[mt.decode(tokens) for tokens, _ in hypotheses] for hypotheses in found]
-        found = mt.generate(inputs, beam=self.beam, lenpen=mt.lenpen)
-        return [[mt.decode(h["tokens"]) for h in hypotheses[:n]] for hypotheses in found]
+        the best is what ``translator.translate_text`` gives the sentence."""
+        return self.translator.translate_subwords(inputs, self.beam, nbest=n)
 
     def document(self, sentences: List[str]) -> List[List[str]]:
         """A document-level model's translations of ``sentences`` as one document, each in context."""

@@ -251,3 +251,52 @@ def generation_inputs(monkeypatch):
 
     monkeypatch.setattr(SequenceGenerator, "generate", recording)
     return rows
+
+
+def shared_dir(tmp_path_factory):
+    """A directory of this test run that every xdist worker sees (its workers' temporary directories are
+    side by side in it); without xdist, the run's own temporary directory."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+# the trained reversal models that several files use, each trained once per test run (fairseq-train's flags)
+REVERSAL_MODELS = {
+    "interleaved": ["--arch", "rope_transformer"],
+    "baseline": ["--arch", "transformer"],
+    # Shaw's RPE with a clip that sentences of 12 words exceed; T5's bias with 18 buckets up to 128,
+    # whose encoder puts distance 8 in bucket 5 in float32 (CTranslate2's arithmetic) and 4 in float64
+    "rpe": ["--arch", "rpe_transformer", "--rpe-max-relative-position", "4"],
+    "t5bias": ["--arch", "t5bias_transformer", "--t5bias-num-buckets", "18", "--t5bias-max-distance", "128"],
+}
+REVERSAL_TRAIN = [*CLI_TRAIN, "--max-update", "250", "--disable-validation", "--no-epoch-checkpoints"]
+
+
+@pytest.fixture(scope="session")
+def reversal_models(tmp_path_factory):
+    """(root, {name: checkpoint}): the toy task of reversal_task (600 training sentences of up to 12 words,
+    200 test, BPE'd with root/codes, binarized in root/bin, the raw test source in root/raw.src) and the
+    models of REVERSAL_MODELS trained on it for 250 updates (their translations differ between sentences),
+    two at a time with one thread each: trained once per test run, whichever worker asks first, the other
+    waiting for them (a lock beside the directory). Read them; write what a test makes elsewhere."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from filelock import FileLock
+
+    root = shared_dir(tmp_path_factory) / "reversal-models"
+    checkpoints = {name: root / name / "checkpoint_last.pt" for name in REVERSAL_MODELS}
+    with FileLock(f"{root}.lock"):
+        if not (root / "complete").exists():
+            root.mkdir(exist_ok=True)
+            raw = reversal_task(root, {"train": 600, "valid": 20, "test": 200}, max_words=12)
+            (root / "raw.src").write_text("".join(line + "\n" for line in raw["test", "src"]))
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+
+            def train(name):
+                run_tool("fairseq-train", root / "bin", *REVERSAL_MODELS[name], *REVERSAL_TRAIN, "--save-dir",
+                         root / name, env=env)
+
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(train, REVERSAL_MODELS))
+            (root / "complete").write_text("")
+    return root, checkpoints

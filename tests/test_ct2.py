@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from conftest import CLI_TRAIN, USER_DIR, reversal_task, run_main
+from conftest import REVERSAL_MODELS, REVERSAL_TRAIN, USER_DIR, run_main
 from conftest import run_tool as run
 from fairseq_rope.checkpoints import load_checkpoint
 from fairseq_rope_cli import ct2 as ct2_command
@@ -18,59 +18,51 @@ from fairseq_rope_text import preprocessing
 
 ctranslate2 = pytest.importorskip("ctranslate2")  # in the test extras; skipped only where it cannot install
 
-TRAIN = [*CLI_TRAIN, "--max-update", "250", "--disable-validation", "--no-epoch-checkpoints"]
-# the settings CTranslate2 must reproduce: both layouts, partial rotation in each, theta != 10000, the baseline
+TRAIN = REVERSAL_TRAIN
+# the settings CTranslate2 must reproduce: both layouts, partial rotation in each, theta != 10000, the baseline,
+# Shaw's RPE and T5's bias (conftest.REVERSAL_MODELS, trained once per test run for the files that use them)
 VARIANTS = {
-    "interleaved": ["--arch", "rope_transformer"],
+    **REVERSAL_MODELS,
     "half_partial": ["--arch", "rope_transformer", "--rope-layout", "half", "--rope-dim", "8"],
     "partial_theta": ["--arch", "rope_transformer", "--rope-dim", "12", "--rope-theta", "500"],
-    "baseline": ["--arch", "transformer"],
-    # Shaw's RPE with a clip that sentences of 12 words exceed; T5's bias with 18 buckets up to 128,
-    # whose encoder puts distance 8 in bucket 5 in float32 (CTranslate2's arithmetic) and 4 in float64
-    "rpe": ["--arch", "rpe_transformer", "--rpe-max-relative-position", "4"],
-    "t5bias": ["--arch", "t5bias_transformer", "--t5bias-num-buckets", "18", "--t5bias-max-distance", "128"],
 }
 N_TEST = 200
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    """A toy task (reverse the word order), BPE'd with subword-nmt, 200 test sentences."""
-    root = tmp_path_factory.mktemp("ct2")
-    raw = reversal_task(root, {"train": 600, "valid": 20, "test": N_TEST}, max_words=12)
-    (root / "raw.src").write_text("".join(line + "\n" for line in raw["test", "src"]))
-    return root
+def data(reversal_models):
+    """A toy task (reverse the word order), BPE'd with subword-nmt, 200 test sentences (conftest)."""
+    return reversal_models[0]
 
 
 FINETUNED = {"half_partial": 60, "partial_theta": 60}  # updates from the interleaved model's weights
 
 
 @pytest.fixture(scope="module")
-def models(data):
-    """{variant: checkpoint}: the interleaved model and the baseline trained 250 updates (their
-    translations differ between sentences), the other rotary settings fine-tuned from the interleaved
-    model's weights (same parameters, other rotations) for FINETUNED updates; two at a time with one
-    thread each."""
+def models(reversal_models, tmp_path_factory):
+    """{variant: checkpoint}: the interleaved model, the baseline, RPE and T5's bias trained 250 updates
+    (conftest.reversal_models; their translations differ between sentences), the other rotary settings
+    fine-tuned from the interleaved model's weights (same parameters, other rotations) for FINETUNED
+    updates, two at a time with one thread each."""
+    root, trained = reversal_models
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = tmp_path_factory.mktemp("ct2-finetuned")
 
     def train(name):
-        save = data / name
-        flags = TRAIN
-        if name in FINETUNED:
-            flags = [*TRAIN, "--max-update", FINETUNED[name], "--finetune-from-model",
-                     data / "interleaved" / "checkpoint_last.pt"]
-        run("fairseq-train", data / "bin", *VARIANTS[name], *flags, "--save-dir", save, env=env)
+        save = out / name
+        run("fairseq-train", root / "bin", *VARIANTS[name], *TRAIN, "--max-update", FINETUNED[name],
+            "--finetune-from-model", trained["interleaved"], "--save-dir", save, env=env)
         return name, save / "checkpoint_last.pt"
 
     with ThreadPoolExecutor(2) as pool:
-        trained = dict(pool.map(train, [name for name in VARIANTS if name not in FINETUNED]))
         return dict(trained, **dict(pool.map(train, FINETUNED)))
 
 
 @pytest.fixture(scope="module")
-def exported(data, models):
+def exported(data, models, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ct2-exports")
     return {name: run("fairseq-rope-ct2", "--checkpoint", ckpt, "--data-bin", data / "bin", "--output-dir",
-                      data / f"ct2-{name}", "--bpe-codes", data / "codes") and data / f"ct2-{name}"
+                      out / f"ct2-{name}", "--bpe-codes", data / "codes") and out / f"ct2-{name}"
             for name, ckpt in models.items()}
 
 
@@ -482,7 +474,8 @@ def test_fairseq_rope_serve_defaults_to_ctranslate2_with_fairseqs_translations(d
 
 def test_a_translation_leaves_out_s_and_end_of_sentence_as_fairseqs_dictionary_does(data, models, exported):
     """A model may predict <s> (fairseq's beam search does not forbid it); fairseq's Dictionary.string leaves
-    it and </s> out of the text, and so must CTranslate2's decode."""
+    it and </s> out of the text, and so must CTranslate2's decode (ids, as fairseq's hub takes them) and
+    detokenize (its subwords)."""
     from fairseq_rope.ct2 import CTranslate2Translator
     from fairseq_rope.hub import load_translator
 
@@ -493,4 +486,5 @@ def test_a_translation_leaves_out_s_and_end_of_sentence_as_fairseqs_dictionary_d
     words = [s for s in fairseq_mt.tgt_dict.symbols[4:] if not s.startswith("madeupword")][:3]
     for tokens in ([words[0], "<s>", words[1], "</s>"], ["<s>", *words], [*words, "<s>", "<s>"]):
         ids = torch.tensor([fairseq_mt.tgt_dict.index(t) for t in tokens])
-        assert ct2.decode(tokens) == fairseq_mt.decode(ids) and "<s>" not in ct2.decode(tokens)
+        assert ct2.decode(ids) == ct2.detokenize(tokens) == fairseq_mt.decode(ids)
+        assert "<s>" not in ct2.decode(ids)

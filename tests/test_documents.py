@@ -30,9 +30,10 @@ MODEL = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 --decoder
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """sample_documents.sh for RoPE with context 2 on 200 generated documents: a small model, 250 updates."""
+    """sample_documents.sh for RoPE with context 2 and sentence-level (K = 0, the row every document study
+    has) on 200 generated documents: small models, 250 updates."""
     work = tmp_path_factory.mktemp("documents")
-    env = recipe_env(work, CONTEXTS=str(CONTEXT), ARCHS="rope_transformer", TRAIN_DOCUMENTS=200, VALID_DOCUMENTS=8,
+    env = recipe_env(work, CONTEXTS=f"0 {CONTEXT}", ARCHS="rope_transformer", TRAIN_DOCUMENTS=200, VALID_DOCUMENTS=8,
                      TEST_DOCUMENTS=16, BPE_MERGES=300, MODEL_ARGS=MODEL, MAX_UPDATE=250, LR=5e-3, WARMUP_UPDATES=50,
                      DROPOUT=0, TOKENS_PER_UPDATE=1000, MAX_TOKENS_PER_GPU=1000, SAVE_INTERVAL_UPDATES=20, LOG_INTERVAL=100)
     proc = step("sample_documents.sh", env, timeout=900)
@@ -80,6 +81,28 @@ def test_recipe_prints_pronoun_accuracy_by_distance_beside_bleu(run):
     train = lines(run["work"] / f"context{CONTEXT}" / "prep" / "bpe" / f"train.context{CONTEXT}.en")
     assert len(train) == len(lines(run["raw"] / "train.en"))
     assert max(line.count(f" {SEPARATOR} ") for line in train) == CONTEXT
+
+
+def test_the_sentence_level_run_is_translated_and_scored_as_the_default_translator_does(run):
+    """The recipe's K = 0 run went through fairseq-rope-doc-translate and fairseq-rope-contrastive (which ask
+    for fairseq) with ctranslate2 installed: its translations are what load_translator's default (CTranslate2
+    here) gives the test documents, and its pronoun-test scores are that translator's score() of the same
+    lines, within float32 rounding."""
+    from fairseq_rope.hub import load_translator
+
+    base = run["work"] / "context0"
+    checkpoint = base / "checkpoints" / "rope_transformer_k0" / "checkpoint_avg_last5.pt"
+    mt = load_translator(checkpoint.parent, base / "data-bin", checkpoint_file=checkpoint.name, device="cpu")
+    assert mt.engine == "ctranslate2" and mt.preprocessing.context == 0
+    evaluated = base / "eval" / "rope_transformer_k0"
+    hyps = lines(evaluated / "hyps.documents.de")
+    assert hyps == [t for doc in mt.translate_documents(documents_of(run["raw"])) for t in doc]
+    text = {lang: lines(run["raw"] / f"pronouns.text.{lang}") for lang in ("en", "de")}
+    scores = [-float(x) for x in lines(evaluated / "contrastive.scores")]
+    assert len(scores) == len(text["en"]) > 0
+    assert scores == pytest.approx(mt.score(text["en"], text["de"]), rel=1e-5, abs=1e-4)
+    result = json.loads((evaluated / "result.json").read_text())
+    assert result["context"] == 0 and result["contrastive"]["total"]["total"] > 0
 
 
 # --------------------------------------------------------------------------- translation in context

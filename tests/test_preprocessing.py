@@ -194,8 +194,10 @@ def test_every_way_in_feeds_the_binarized_test_split_and_writes_the_scored_text(
 
     export(str(checkpoint), str(data_bin), str(tmp_path / "ct2"))
     ct2 = CTranslate2Translator(str(tmp_path / "ct2"))
-    assert [[src_dict.index(p) for p in ct2.encode(s)] + [src_dict.eos()] for s in raw] == expected, "CTranslate2"
-    assert [ct2.decode([tgt_dict[i] for i in t]) for t in targets] == scored, "CTranslate2's output text"
+    assert [[src_dict.index(p) for p in ct2.subwords(s)] + [src_dict.eos()] for s in raw] == expected, "CTranslate2"
+    assert [ct2.encode(s).tolist() for s in raw] == expected, "CTranslate2's encode (ids, as fairseq's hub)"
+    assert [ct2.detokenize([tgt_dict[i] for i in t]) for t in targets] == scored, "CTranslate2's output text"
+    assert [ct2.decode(torch.tensor(t)) for t in targets] == scored, "CTranslate2's decode (ids, as fairseq's hub)"
     if branch == "moses_bpe":  # running text through the export: sentences as the segmenter gives them, in place
         from fairseq_rope_text.running_text import join_text, split_text
 

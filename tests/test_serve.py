@@ -818,10 +818,10 @@ def test_several_models_and_a_ctranslate2_export_are_served_side_by_side(model, 
                                                        {"code": "en", "name": "English", "targets": ["de"]}]
         text = f"{SENTENCES[0]} {SENTENCES[1]}"
         status, answer, _ = server.translate(q=text, source="en", target="de", alternatives=1)
-        hypotheses = ct2.translate_tokens([ct2.encode(s) for s in SENTENCES[:2]], nbest=2)
+        hypotheses = ct2.translate_tokens([ct2.subwords(s) for s in SENTENCES[:2]], nbest=2)
         assert status == 200 and answer["translatedText"] == ct2.translate_text(text) == \
-            " ".join(ct2.decode(h[0][0]) for h in hypotheses)
-        assert answer["alternatives"] == [" ".join(ct2.decode(h[1][0]) for h in hypotheses)]
+            " ".join(ct2.detokenize(h[0][0]) for h in hypotheses)
+        assert answer["alternatives"] == [" ".join(ct2.detokenize(h[1][0]) for h in hypotheses)]
         status, answer, _ = server.translate(q=text, source="de", target="en")
         assert status == 200 and answer["translatedText"] == mt_reverse.translate_text(text)
         status, answer, headers = server.translate(q=text, source="de", target="en")  # --req-limit 2 a minute
