@@ -488,3 +488,65 @@ def test_a_translation_leaves_out_s_and_end_of_sentence_as_fairseqs_dictionary_d
         ids = torch.tensor([fairseq_mt.tgt_dict.index(t) for t in tokens])
         assert ct2.decode(ids) == ct2.detokenize(tokens) == fairseq_mt.decode(ids)
         assert "<s>" not in ct2.decode(ids)
+
+
+def export_inputs(root, checkpoint=b"weights", source_dict="a 1\n", target_dict="b 1\n", codes="a b\n"):
+    """A checkpoint, a data-bin with src and tgt dictionaries and a codes file, with these contents, and
+    the preprocessing record naming the codes: what cache_key reads (no model needed)."""
+    from fairseq_rope_text.preprocessing import Preprocessing
+
+    (root / "bin").mkdir(parents=True)
+    (root / "checkpoint_best.pt").write_bytes(checkpoint)
+    (root / "bin" / "dict.src.txt").write_text(source_dict)
+    (root / "bin" / "dict.tgt.txt").write_text(target_dict)
+    (root / "codes").write_text(codes)
+    return str(root / "checkpoint_best.pt"), str(root / "bin"), Preprocessing("src", "tgt", codes=str(root / "codes"))
+
+
+def test_the_export_cache_key_changes_with_each_file_the_export_is_made_of_and_only_with_them(tmp_path):
+    """cache_key hashes the checkpoint's bytes, both dictionaries and the record's files: changing any one of
+    them gives another key (another export); the same contents elsewhere give the same key."""
+    from fairseq_rope.ct2 import cache_key
+
+    def key(name, **contents):
+        checkpoint, data_bin, record = export_inputs(tmp_path / name, **contents)
+        return cache_key(checkpoint, data_bin, record, "src", "tgt")
+
+    base = key("base")
+    assert key("copy") == base
+    changed = [key("checkpoint", checkpoint=b"weights trained further"), key("source", source_dict="a 2\n"),
+               key("target", target_dict="b 2\n"), key("codes", codes="a c\n")]
+    assert len({base, *changed}) == 5, changed
+
+
+def test_stale_exports_of_the_same_checkpoint_file_are_removed_even_when_it_is_named_by_a_relative_path(
+        tmp_path, monkeypatch):
+    """remove_stale_exports: in the cache, the exports made from the same checkpoint file (their metadata
+    names it by its absolute path) under another key go; the export under the key, an export of another
+    checkpoint and a directory that is no export stay; a checkpoint named relative to the working
+    directory (load_translator("models", ...)) is the same file."""
+    from fairseq_rope.ct2 import METADATA, remove_stale_exports
+
+    (tmp_path / "models").mkdir()
+    checkpoint = tmp_path / "models" / "checkpoint_best.pt"
+    cache = tmp_path / "models" / "ct2-cache"
+    for name, made_from in (("new", checkpoint), ("old", checkpoint), ("other", tmp_path / "other.pt"),
+                            ("not-an-export", None)):
+        (cache / name).mkdir(parents=True)
+        if made_from is not None:
+            (cache / name / METADATA).write_text(json.dumps({"checkpoint": str(made_from)}))
+    monkeypatch.chdir(tmp_path)
+    remove_stale_exports(str(cache), "new", os.path.join("models", "checkpoint_best.pt"))
+    assert sorted(os.listdir(cache)) == ["new", "not-an-export", "other"]
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:1"])
+def test_a_cuda_device_by_number_without_cuda_in_ctranslate2_is_a_reason_for_fairseq(tmp_path, monkeypatch, device):
+    """Where ctranslate2 sees no CUDA device, a CUDA device, "cuda" or "cuda:N", is why the engine is fairseq
+    (said with the device)."""
+    from fairseq_rope.hub import why_not_ctranslate2
+
+    _, _, record = export_inputs(tmp_path)
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 0)
+    why = why_not_ctranslate2(None, "checkpoint_best.pt", record, device, None)
+    assert why == f"this ctranslate2 {ctranslate2.__version__} has no CUDA support (device {device})"

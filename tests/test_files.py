@@ -403,3 +403,35 @@ def test_the_docs_curl_commands_translate_a_subtitle_file(short_mt, files_dir, t
         assert structure(out, "srt") == structure(SRT.encode(), "srt")
     finally:
         live.stop()
+
+
+def test_a_self_closing_script_tag_leaves_the_text_after_it_to_translate():
+    """``<script src="..."/>`` has no content and no closing tag: the text after it is text to translate,
+    not script kept as it is (a script with content still is)."""
+    page = f'<head><script src="a.js"/></head><body><p>{S[0]}</p><script>var x = "{S[1]}";</script></body>'
+    assert read_document(page.encode(), "html", "a.html").units == [S[0]]
+    out = translate_bytes(page.encode(), "html", "a.html", Marking())
+    assert out.decode() == page.replace(f"<p>{S[0]}</p>", f"<p>{S[0].upper()}</p>")
+
+
+def test_a_translation_with_blank_lines_never_writes_a_blank_line_inside_a_cue():
+    """A blank line ends a cue in SubRip and WebVTT: a translation's empty lines (a dialogue's, or a
+    trailing line break) are left out, so that the next cue's number and timing still follow a blank line."""
+    srt = ("1\n00:00:01,000 --> 00:00:02,000\n- Yes.\n- No.\n\n"
+           "2\n00:00:03,000 --> 00:00:04,000\nThe dog runs.\n")
+    out = translate_bytes(srt.encode(), "srt", "a.srt", lambda units: ["- Ja.\n\n- Nein.\n", "Der Hund\n\nrennt.\n"])
+    assert out.decode() == ("1\n00:00:01,000 --> 00:00:02,000\n- Ja.\n- Nein.\n\n"
+                            "2\n00:00:03,000 --> 00:00:04,000\nDer Hund\nrennt.\n")
+    assert read_document(out, "srt", "b.srt").units == ["- Ja.\n- Nein.", "Der Hund rennt."]
+
+
+def test_a_wrapped_line_breaks_at_the_space_nearest_the_proportional_break_not_one_character_later():
+    """Lines of 4 and 4 characters joined by a space break after character 4 of 9; a translation of 9
+    characters with spaces at 3 and 6 breaks at 3 (1 away from 4; 6 is 2 away). Three lines of 2, 2, 2
+    (joined: breaks at 2 and 5 of 8) on "a bc de f" (spaces 1, 4, 7; 9 characters: wanted 2.25 and 5.625)
+    break at 1 (1.25 away; 4 is 1.75) and 7 (1.375 away; 4 is 1.625)."""
+    assert wrap("abc de fg", [4, 4]) == ["abc", "de fg"]
+    assert wrap("a bc de f", [2, 2, 2]) == ["a", "bc de", "f"]
+    srt = "1\n00:00:01,000 --> 00:00:02,000\nabcd\nefgh\n"
+    out = translate_bytes(srt.encode(), "srt", "a.srt", lambda units: ["abc de fg"])
+    assert out.decode() == "1\n00:00:01,000 --> 00:00:02,000\nabc\nde fg\n"

@@ -61,16 +61,18 @@ def translators(setup):
 
 def reference_scores(setup, name):
     """fairseq's own scorer: fairseq-generate --score-reference on the binarized test set, each target's
-    log-probability (its P- line summed, base 2 -> natural log), for the first TEXT sentences."""
+    log-probability for the first TEXT sentences: its H- score (the mean over its tokens and end of sentence,
+    base 2, printed in full) times its P- line's count of tokens, in natural log."""
     out = run_tool("fairseq-generate", setup["bin"], "--user-dir", USER_DIR, "--path",
                    setup["models"][name] / "checkpoint_best.pt", "--gen-subset", "test", "--score-reference",
                    "--cpu", "--batch-size", "16")
-    scores = {}
+    means, counts = {}, {}
     for line in out.stdout.splitlines():
-        if line.startswith("P-"):
-            n, values = line.split("\t")
-            scores[int(n[2:])] = math.log(2) * sum(float(v) for v in values.split())
-    return [scores[n] for n in range(TEXT)]
+        if line.startswith("H-"):
+            means[int(line.split("\t")[0][2:])] = float(line.split("\t")[1])
+        elif line.startswith("P-"):
+            counts[int(line.split("\t")[0][2:])] = len(line.split("\t")[1].split())
+    return [math.log(2) * means[n] * counts[n] for n in range(TEXT)]
 
 
 @pytest.mark.parametrize("name", REVERSAL_MODELS)
@@ -111,7 +113,7 @@ def test_the_default_translator_is_the_fairseq_translator_method_for_method(setu
     expected = reference_scores(setup, name)
     for mt in (default, fairseq):
         scores = mt.score(sources, references)
-        assert scores == pytest.approx(expected, rel=1e-5, abs=1e-4), mt.engine
+        assert scores == pytest.approx(expected, rel=1e-5, abs=1e-5), mt.engine
         assert mt.score_in_context([([], [], s, t) for s, t in zip(sources, references)]) == scores
         ids = fairseq.tgt_dict.encode_line(targets[0], add_if_not_exist=False)
         assert mt.decode(ids) == references[0]

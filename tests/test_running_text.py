@@ -341,3 +341,29 @@ def test_identity_translations_give_the_text_back_exactly(lines, ending):
     assert join_text(layout, sentences, line_ending(text)) == text
     assert sum(isinstance(item, Unit) for item in layout) == sum(has_words(line) for line in lines)
     assert all(has_words(s) for s in sentences)
+
+
+def test_a_line_of_exactly_the_short_line_length_is_prose_and_one_character_less_is_not():
+    """SHORT_LINE is 40: a line of 40 characters that ends no sentence is hard-wrapped prose and runs on
+    into the next line; one of 39 is a line of its own (a heading, a label, verse)."""
+    forty, thirty_nine = "The committee met on a rainy Tuesday and", "The committee met on a rainy Monday and"
+    assert (len(forty), len(thirty_nine)) == (40, 39)
+    out, sentences = upper(f"{forty}\ndecided to stay.\n")
+    assert sentences == [f"{forty} decided to stay."]
+    assert out == f"{forty} decided to stay.\n".upper()
+    out, sentences = upper(f"{thirty_nine}\ndecided to stay.\n")
+    assert sentences == [thirty_nine, "decided to stay."]
+    assert out == f"{thirty_nine}\ndecided to stay.\n".upper()
+
+
+def test_a_hard_wrapped_paragraph_keeps_its_last_lines_trailing_whitespace_not_its_firsts():
+    """A unit of several lines comes back on one line that ends as its last line ended (spaces before the
+    line break), not as its first did."""
+    text = ("The prize was handed over in the great hall today and   \n"
+            "everyone was very happy about it.\t\n"
+            "Next.\n")
+    out, sentences = upper(text)
+    assert sentences == ["The prize was handed over in the great hall today and everyone was very happy about it.",
+                         "Next."]
+    assert out == ("THE PRIZE WAS HANDED OVER IN THE GREAT HALL TODAY AND EVERYONE WAS VERY HAPPY ABOUT IT.\t\n"
+                   "NEXT.\n")

@@ -9,7 +9,8 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from fairseq_rope_cli.seeds import compare_seeds, mean_sd, seeds_and_sentences_test
+from fairseq_rope_cli.seeds import (compare_seeds, mean_sd, metric_score, sacrebleu_statistics, same_outputs,
+                                   seeds_and_sentences_test)
 
 
 def percent_of_sentences(stats):
@@ -84,3 +85,65 @@ def test_no_difference_is_p_one_and_the_spread_of_one_value_is_none():
     assert seeds_and_sentences_test(zero, [sentences(0, 0)], percent_of_sentences, 100, 0)["p"] == 1.0
     assert mean_sd([27.5]) == {"mean": 27.5, "sd": None, "values": [27.5]}
     assert mean_sd([1, 2, 4])["sd"] == pytest.approx(statistics.stdev([1, 2, 4]), abs=1e-12)
+
+
+def test_a_system_whose_first_seed_is_the_baseline_but_has_more_seeds_is_tested_not_taken_for_the_same():
+    """Only a system with the baseline's replicas, all of them, is the baseline itself (p = 1 without a test):
+    one that shares the baseline's only seed and has another, different one gets the bootstrap's p-value."""
+    refs = ["Der Hund läuft .", "Die Katze liest ein Buch !", "42 rote Häuser ?"]
+    good = ["Der Hund läuft .", "Die Katze liest .", "42 Häuser ?"]
+    bad = ["Ein Tisch", "rot", "Haus"]
+    assert same_outputs([sentences(1, 0)], [sentences(1, 0)])
+    assert not same_outputs([sentences(1, 0)], [sentences(1, 0), sentences(0, 0)])
+    out = compare_seeds([("base", [good]), ("sys", [good, bad])], refs, {"chrf": CHRF()}, 200, 1)
+    chrf = CHRF()
+    expected = seeds_and_sentences_test([sacrebleu_statistics(chrf, h, refs) for h in (good, bad)],
+                                        [sacrebleu_statistics(chrf, good, refs)], metric_score(chrf), 200, 1)["p"]
+    assert out["sys"]["chrf"] < out["base"]["chrf"]
+    assert out["sys"]["chrf_p"] == expected < 1.0
+
+
+def test_the_results_table_across_seeds_tests_against_the_baseline_named_not_the_first(tmp_path, capsys):
+    """fairseq-rope-results --baseline B with system A listed first: B's row comes first and carries no test,
+    A's row gives A's mean chrF minus B's (sacreBLEU's chrF of each seed's file, averaged) and a p-value."""
+    import json
+
+    from fairseq_rope_cli import results
+
+    refs = ["Der Hund läuft .", "Die Katze liest ein Buch !", "42 rote Häuser ?"]
+    outputs = {("A", 1): ["Der Hund läuft .", "Die Katze liest .", "42 Häuser ?"],
+               ("A", 2): ["Ein Hund läuft .", "Die Katze liest ein Buch !", "rote Häuser"],
+               ("B", 1): ["Der Hund .", "Katze Buch", "42 rote Häuser ?"],
+               ("B", 2): ["Hund", "Die Katze liest ein Buch", "Häuser ?"]}
+    (tmp_path / "ref.de").write_text("".join(line + "\n" for line in refs), encoding="utf-8")
+    paths = []
+    for (system, seed), hyps in outputs.items():
+        (tmp_path / f"{system}{seed}.de").write_text("".join(line + "\n" for line in hyps), encoding="utf-8")
+        path = tmp_path / f"{system}{seed}.json"
+        path.write_text(json.dumps(dict(run_name=f"{system}_seed{seed}", system=system, seed=seed, arch="x",
+                                        tokenized_bleu=10.0 * seed, sacrebleu=1.0, n_sentences=3,
+                                        reference=str(tmp_path / "ref.de"),
+                                        hyps_detok=str(tmp_path / f"{system}{seed}.de"))))
+        paths.append(str(path))
+    results.main(paths + ["--baseline", "B"])
+    table = capsys.readouterr().out
+    rows = [line for line in table.splitlines() if line.startswith(("| A |", "| B |"))]
+    assert [row[:5] for row in rows] == ["| B |", "| A |"]
+    chrf = {name: [CHRF().corpus_score(outputs[name, seed], [refs]).score for seed in (1, 2)] for name in "AB"}
+    b_cell, a_cell = (row.split(" | ")[3] for row in rows)
+    assert b_cell == f"{statistics.mean(chrf['B']):.2f} ± {statistics.stdev(chrf['B']):.2f}"
+    difference = statistics.mean(chrf["A"]) - statistics.mean(chrf["B"])
+    assert a_cell.startswith(f"{statistics.mean(chrf['A']):.2f} ± {statistics.stdev(chrf['A']):.2f} "
+                             f"({difference:+.2f}, p=")
+
+
+def test_a_resample_that_only_ties_the_observed_difference_does_not_count_against_it():
+    """The p-value counts resamples whose centred difference *exceeds* the observed one (sacreBLEU's rule).
+    System (1, 0) against baseline (0, 0), one seed each: observed 50; a resample of the two sentences gives
+    |d| = 100 (sentences 00), 50 (01, 10) or 0 (11). With two resamples their mean is halfway, so a centred
+    difference is at most (100 - 0) / 2 = 50: none exceeds 50 and p = (0 + 1) / (2 + 1) for every draw,
+    also where the draws are 00 and 11 and one centred difference equals 50 exactly (1 in 8 seeds)."""
+    for seed in range(40):
+        result = seeds_and_sentences_test([sentences(1, 0)], [sentences(0, 0)], percent_of_sentences, 2, seed)
+        assert result["difference"] == 50.0
+        assert result["p"] == pytest.approx(1 / 3), seed
