@@ -19,8 +19,8 @@ translatedFileUrl (once; removed after --file-keep seconds); GET /languages, /he
 text: split into sentences, translated, put back with their layout (docs/serving.md). A web page is at
 / (--no-web-page turns it off). The sentences of concurrent requests are translated together in batches
 (--max-tokens, --batch-wait-ms); SIGTERM or Ctrl-C finishes the requests in flight, then exits. Every
-request is one line on stderr (method, path, status, seconds); fairseq's own lines (some for each beam
-search) only with --log-level info. Needs the serve extra: pip install 'fairseq-rope[serve]'.
+request is one line on stderr (method, path, status, seconds); fairseq's own lines (loading a model)
+only with --log-level info. Needs the serve extra: pip install 'fairseq-rope[serve]'.
 """
 
 import copy

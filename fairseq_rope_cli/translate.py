@@ -72,6 +72,8 @@ def parse_args(argv=None):
                          "float32; int8: faster on most CPUs, translations may differ: docs/deployment.md)")
     ap.add_argument("--beam", type=int, default=4, help="(default: %(default)s)")
     ap.add_argument("--lenpen", type=float, default=0.6, help="(default: %(default)s)")
+    ap.add_argument("--max-len-b", type=int, default=200,
+                    help="longest translation of a sentence, in subwords (fairseq-generate's; default: %(default)s)")
     ap.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: %(default)s)")
     ap.add_argument("--device", help="cpu or cuda (default: cuda when torch sees a GPU, else cpu)")
     return ap.parse_args(argv)
@@ -187,7 +189,7 @@ class Progress:
 
 def main(argv=None):
     args = parse_args(argv)
-    for flag, value in (("--beam", args.beam), ("--batch-size", args.batch_size)):
+    for flag, value in (("--beam", args.beam), ("--batch-size", args.batch_size), ("--max-len-b", args.max_len_b)):
         if value < 1:
             raise InputError(PROG, f"{flag} must be >= 1, got {value}")
     if not os.path.isdir(args.model_dir):
@@ -229,8 +231,8 @@ def main(argv=None):
 
     try:
         mt = load_translator(args.model_dir, args.data_bin, checkpoint_file=None if exported else checkpoint,
-                             beam=args.beam, lenpen=args.lenpen, device=args.device, backend=args.backend,
-                             compute_type=args.quantization or "default")
+                             beam=args.beam, lenpen=args.lenpen, max_len_b=args.max_len_b, device=args.device,
+                             backend=args.backend, compute_type=args.quantization or "default")
     except (FileNotFoundError, ValueError, CheckpointError) as error:
         raise InputError(PROG, str(error)) from None
     start = time.perf_counter()

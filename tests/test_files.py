@@ -214,11 +214,16 @@ def test_translate_file_writes_the_same_format(tmp_path):
 
 
 # ---- fairseq-rope-translate ----------------------------------------------------------------------
+SHORT = 12
+
+
 @pytest.fixture(scope="module")
 def mt(model):  # noqa: F811
     from fairseq_rope.hub import load_translator
 
-    return load_translator(model[0], model[1], device="cpu")  # the command's backend: the default (auto) of both
+    # the command's backend: the default (auto) of both; translations of at most SHORT subwords (the untrained
+    # model's run to the length limit: 200, fairseq-generate's default, would make each file take minutes)
+    return load_translator(model[0], model[1], device="cpu", max_len_b=SHORT)
 
 
 def expected(data, fmt, mt):
@@ -230,7 +235,7 @@ def translate(model, *flags):  # noqa: F811
     from fairseq_rope_cli.translate import main
 
     return run_main(main, "--model-dir", model[0], "--data-bin", model[1], "--device", "cpu",
-                    *flags)
+                    "--max-len-b", SHORT, *flags)
 
 
 @pytest.mark.parametrize("fmt", ["srt", "vtt", "html", "docx", "txt"])
@@ -262,7 +267,7 @@ def test_the_command_reads_stdin_refuses_docx_on_stdout_names_a_damaged_file(mod
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(out))
     from fairseq_rope_cli.translate import main
 
-    main(["--model-dir", str(model[0]), "--data-bin", str(model[1]), "--device", "cpu",
+    main(["--model-dir", str(model[0]), "--data-bin", str(model[1]), "--device", "cpu", "--max-len-b", str(SHORT),
           "--format", "srt"])
     sys.stdout.flush()
     written = out.getvalue()

@@ -16,7 +16,7 @@ import sys
 import pytest
 import torch
 
-from conftest import BIN, CLI_TRAIN, reversal_task, run_tool
+from conftest import CLI_TRAIN, reversal_task, run_tool
 from fairseq_rope.fused_rotary import TRITON_INSTALLED
 from fairseq_rope_text.preprocessing import resolve
 

@@ -162,8 +162,12 @@ def command(setup, installed, tool, *args):
     return run_tool(tool, *args, env=dict(setup["env"][installed], OMP_NUM_THREADS="1"))
 
 
-@pytest.mark.parametrize("installed", [True, False], ids=["with-ctranslate2", "without-ctranslate2"])
-@pytest.mark.parametrize("name", ["interleaved", "baseline"])
+JOURNEYS = {"interleaved-with-ctranslate2": ("interleaved", True),
+            "interleaved-without-ctranslate2": ("interleaved", False)}
+
+
+@pytest.mark.parametrize("name, installed", [*JOURNEYS.values(), ("baseline", True)],
+                         ids=[*JOURNEYS, "baseline-with-ctranslate2"])
 def test_fairseq_rope_translate_as_documented_gives_the_same_text_with_and_without_ctranslate2(
         setup, translators, name, installed):
     """fairseq-rope-translate --model-dir --data-bin --input (README's command, no --backend): exit 0 and
@@ -174,8 +178,8 @@ def test_fairseq_rope_translate_as_documented_gives_the_same_text_with_and_witho
     assert ("translating with CTranslate2" in out.stderr) == installed, out.stderr
 
 
-@pytest.mark.parametrize("installed", [True, False], ids=["with-ctranslate2", "without-ctranslate2"])
-@pytest.mark.parametrize("name", ["interleaved", "rpe"])
+@pytest.mark.parametrize("name, installed", [*JOURNEYS.values(), ("rpe", True)],
+                         ids=[*JOURNEYS, "rpe-with-ctranslate2"])
 def test_fairseq_rope_doc_translate_on_a_sentence_level_model_with_and_without_ctranslate2(
         setup, translators, name, installed, tmp_path):
     """fairseq-rope-doc-translate on a sentence-level model (the K = 0 row of a document study), with the

@@ -306,7 +306,7 @@ def test_limits_answer_at_once_keys_rates_queue_and_timeout(model, tmp_path):
 
 def test_a_request_that_times_out_while_its_sentences_wait_leaves_the_batcher_running(model):
     """The request's sentences leave the queue while the batcher waits for more; it goes on with the next.
-    (--log-level info: fairseq's log lines of a beam search are shown.)"""
+    (--log-level info: fairseq's log lines of loading the model are shown.)"""
     server = Server(model, "--batch-wait-ms", 6000, "--timeout", 3, "--queue-size", 2, "--log-level", "info")
     try:
         status, answer, _ = server.translate(q=SENTENCES[0], source="en", target="de")
@@ -317,7 +317,7 @@ def test_a_request_that_times_out_while_its_sentences_wait_leaves_the_batcher_ru
         assert server.call("GET", "/health")[1]["translated"]["en-de"]["sentences"] == 2
     finally:
         assert server.stop()
-    assert "fairseq.tasks.fairseq_task" in server.process.stderr.read()
+    assert "INFO:fairseq.tasks.translation" in server.process.stderr.read()
 
 
 def test_sigterm_finishes_the_requests_in_flight_then_exits(model):
