@@ -63,6 +63,7 @@ from ctranslate2.converters.converter import Converter
 from ctranslate2.specs import transformer_spec
 
 from fairseq_rope_text import preprocessing
+from fairseq_rope_text.markup import Translation
 from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, resolve
 
 from .alibi import ALiBi
@@ -224,7 +225,8 @@ def model_spec(args, model) -> transformer_spec.TransformerSpec:
     decoder_spec = transformer_spec.TransformerDecoderSpec(
         len(decoder.layers), args.decoder_attention_heads, pre_norm=args.decoder_normalize_before,
         no_final_norm=decoder.layer_norm is None, activation=activation,
-        layernorm_embedding=decoder.layernorm_embedding is not None, **encoding_args)
+        layernorm_embedding=decoder.layernorm_embedding is not None,
+        alignment_heads=args.decoder_attention_heads, **encoding_args)  # (attention averaged as fairseq's)
     spec = transformer_spec.TransformerSpec(encoder_spec, decoder_spec)
 
     set_input_layers(encoder_spec, encoder, exporter is not None)
@@ -354,15 +356,19 @@ def export(checkpoint: str, data_bin: str, output_dir: str, quantization: Option
 CACHE = "ct2-cache"  # beside the checkpoint, where load_translator keeps the exports it makes
 
 
+# what an export holds, counted up when it changes (2: the decoder's attention averaged over every head)
+EXPORT_FORMAT = 2
+
+
 def cache_key(checkpoint: str, data_bin: str, record: Preprocessing, source_lang: str, target_lang: str) -> str:
     """What an export is made of, as one hex digest: the checkpoint's bytes, the two dictionaries, the
     preprocessing record and its files, the languages, and the versions of CTranslate2 and of this
-    exporter (a new checkpoint, or the same file trained further, is exported again)."""
+    exporter and its format (a new checkpoint, or the same file trained further, is exported again)."""
     from . import __version__
 
     digest = hashlib.sha256()
-    digest.update(json.dumps([source_lang, target_lang, record.to_json(), ctranslate2.__version__, __version__],
-                             sort_keys=True).encode())
+    digest.update(json.dumps([source_lang, target_lang, record.to_json(), ctranslate2.__version__, __version__,
+                              EXPORT_FORMAT], sort_keys=True).encode())
     for path in (checkpoint, os.path.join(data_bin, f"dict.{source_lang}.txt"),
                  os.path.join(data_bin, f"dict.{target_lang}.txt"), *record.files()):
         with open(path, "rb") as f:
@@ -537,8 +543,9 @@ class CTranslate2Translator(TranslatorInterface):
 
     def translate_tokens(self, sources: Sequence[Sequence[str]], beam: Optional[int] = None,
                          lenpen: Optional[float] = None, nbest: int = 1):
-        """Beam search over subword sequences; returns, per source, ``nbest`` (tokens, score) pairs
-        best first, the score fairseq's: sum of log-probabilities (EOS included) / (length + 1)**lenpen."""
+        """Beam search over subword sequences; returns, per source, ``nbest`` (tokens, score, alignment)
+        best first, the score fairseq's: sum of log-probabilities (EOS included) / (length + 1)**lenpen, the
+        alignment each token's most attended source position (CTranslate2's attention, the heads averaged)."""
         beam = beam or self.beam
         lenpen = self.lenpen if lenpen is None else lenpen
         limit = self.metadata["max_source_positions"] - 1  # the source EOS takes one position
@@ -556,29 +563,44 @@ class CTranslate2Translator(TranslatorInterface):
                 batch = group[start : start + self.max_batch_size]
                 outputs = self.translator.translate_batch(
                     [list(sources[i]) for i in batch], beam_size=beam, num_hypotheses=beam, length_penalty=lenpen,
-                    return_end_token=True, return_scores=True, max_decoding_length=max_len + 1,
-                    min_decoding_length=1, max_input_length=0)
+                    return_end_token=True, return_scores=True, return_attention=True,
+                    max_decoding_length=max_len + 1, min_decoding_length=1, max_input_length=0)
                 first_eos = self.score_tokens([sources[i] for i in batch], [[]] * len(batch))
-                for i, output, eos in zip(batch, outputs, first_eos):
+                # the first step's attention, which CTranslate2's beam search (4.x) gives wrong in a batch of
+                # several sentences (another sentence's, or zeros): the same step of a greedy search
+                first_step = self.translator.translate_batch(
+                    [list(sources[i]) for i in batch], beam_size=1, max_decoding_length=1, return_attention=True,
+                    max_input_length=0) if len(batch) > 1 else outputs
+                for i, output, eos, first in zip(batch, outputs, first_eos, first_step):
                     renormalised = math.log1p(-math.exp(min(float(eos[0]), -1e-12)))
-                    results[i] = self._fairseq_ranking(sources[i], output, max_len, lenpen, renormalised)[:nbest]
+                    results[i] = self._fairseq_ranking(sources[i], output, max_len, lenpen, renormalised,
+                                                       first.attention[0][0] if first.attention and first.attention[0] else None)[:nbest]
         return results
 
-    def _fairseq_ranking(self, source, output, max_len: int, lenpen: float, renormalised: float):
+    def _fairseq_ranking(self, source, output, max_len: int, lenpen: float, renormalised: float, first_step=None):
         """The finished hypotheses of one sentence, best first by fairseq's score: CTranslate2's
         first-step renormalisation (``renormalised`` = log(1 - p(EOS first))) taken out, and the
-        hypotheses cut at the length limit (no EOS) given fairseq's forced EOS, scored by score_batch."""
-        finished, cut = {}, []
-        for tokens, score in zip(output.hypotheses, output.scores):
-            if tokens and tokens[-1] == "</s>":
-                finished.setdefault(tuple(tokens[:-1]), score + renormalised / len(tokens) ** lenpen)
+        hypotheses cut at the length limit (no EOS) given fairseq's forced EOS, scored by score_batch.
+        Each as (tokens, score, alignment: the source position each token attends to most; the first
+        token's from ``first_step``, the first step's attention, where given)."""
+        finished, cut, alignments = {}, [], {}
+        for k, (tokens, score) in enumerate(zip(output.hypotheses, output.scores)):
+            ended = bool(tokens) and tokens[-1] == "</s>"
+            kept = tuple(tokens[:-1]) if ended else tuple(tokens[:max_len])
+            if output.attention and kept not in alignments:
+                rows = [first_step if first_step is not None and step == 0 else row
+                        for step, row in enumerate(output.attention[k][:len(kept)])]
+                alignments[kept] = [int(np.argmax(row[:len(source)])) if len(source) else 0 for row in rows]
+            if ended:
+                finished.setdefault(kept, score + renormalised / len(tokens) ** lenpen)
             else:
-                cut.append(tuple(tokens[:max_len]))
+                cut.append(kept)
         cut = [prefix for prefix in dict.fromkeys(cut) if prefix not in finished]
         if cut:
             for prefix, log_probs in zip(cut, self.score_tokens([source] * len(cut), cut)):
                 finished[prefix] = float(log_probs.sum()) / (len(prefix) + 1) ** lenpen
-        return sorted(((list(tokens), score) for tokens, score in finished.items()), key=lambda h: -h[1])
+        return sorted(((list(tokens), score, alignments.get(tokens)) for tokens, score in finished.items()),
+                      key=lambda h: -h[1])
 
     def translate_sentences(self, sentences, beam, lenpen, verbose, **kwargs):
         if kwargs:
@@ -593,8 +615,8 @@ class CTranslate2Translator(TranslatorInterface):
         return outputs[0] if single else outputs
 
     def translate_subwords(self, sources, beam=None, lenpen=None, nbest=1):
-        return [[self.detokenize(tokens) for tokens, _ in hypotheses]
-                for hypotheses in self.translate_tokens(sources, beam, lenpen, nbest)]
+        return [[Translation(self.detokenize(tokens), source, tokens, alignment) for tokens, _, alignment in hypotheses]
+                for source, hypotheses in zip(sources, self.translate_tokens(sources, beam, lenpen, nbest))]
 
     def score_subwords(self, sources, targets, batch_size=32):
         return [float(log_probs.sum()) for log_probs in self.score_tokens(sources, targets)]

@@ -13,7 +13,7 @@ in prepare.sh's valid and test data. Text becomes subwords by the data's recorde
 """
 
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from fairseq import utils
@@ -23,12 +23,25 @@ from fairseq.sequence_generator import EnsembleModel, SequenceGenerator
 from fairseq_rope_text.documents import DocumentError
 
 
-def last_segment(tokens: List[int], separator_index: int) -> List[int]:
-    """What follows the last separator (all of it when there is none)."""
+class Hypothesis(NamedTuple):
+    """A translation's target ids (after its prefix and last separator, without the EOS), fairseq's score,
+    and for each id the position in the source sentence it attends to most (None: no attention)."""
+    ids: List[int]
+    score: float
+    alignment: Optional[List[int]]
+
+
+def last_separator(tokens: List[int], separator_index: int) -> int:
+    """The position of the last separator (-1 when there is none)."""
     for i in range(len(tokens) - 1, -1, -1):
         if tokens[i] == separator_index:
-            return tokens[i + 1:]
-    return tokens
+            return i
+    return -1
+
+
+def last_segment(tokens: List[int], separator_index: int) -> List[int]:
+    """What follows the last separator (all of it when there is none)."""
+    return tokens[last_separator(tokens, separator_index) + 1:]
 
 
 def join_segments(segments: Sequence[List[int]], separator_index: int) -> List[int]:
@@ -179,6 +192,14 @@ class ContextTranslator:
     def translate_batch_nbest(self, items: List[Tuple[List[int], List[int]]], nbest: int, beam: int = 4,
                               lenpen: float = 0.6, max_len_b: int = 200) -> List[List[Tuple[List[int], float]]]:
         """As translate_batch, the ``nbest`` best hypotheses of each item, best first."""
+        return [[(h.ids, h.score) for h in found]
+                for found in self.translate_batch_aligned(items, nbest, beam, lenpen, max_len_b)]
+
+    def translate_batch_aligned(self, items: List[Tuple[List[int], List[int]]], nbest: int, beam: int = 4,
+                                lenpen: float = 0.6, max_len_b: int = 200) -> List[List[Hypothesis]]:
+        """As translate_batch_nbest, each hypothesis with its alignment: for each of its ids, the position
+        in the item's sentence (the source after its last separator, without the EOS) that the last decoder
+        layer attends to most, averaged over heads (fairseq's ``attention``, what --print-alignment reads)."""
         sample = self._collate([source for source, _ in items])
         order = sample["id"].tolist()  # the collater sorts the rows by source length
         longest = max(len(prefix) for _, prefix in items)
@@ -191,15 +212,23 @@ class ContextTranslator:
         generator = self._generator(beam, lenpen, max_len_b, [len(items[n][1]) for n in order])
         with torch.no_grad():
             hypos = generator.generate(self.hub.models, sample, prefix_tokens=prefix)
-        out: List[List[Tuple[List[int], float]]] = [[] for _ in items]
+        out: List[List[Hypothesis]] = [[] for _ in items]
         for row, n in enumerate(order):
+            source, forced = items[n]
+            first = last_separator(source[:-1], self.separator.get("source", -1)) + 1  # the sentence's first id
             for hypo in hypos[row][:nbest]:
                 tokens = hypo["tokens"].tolist()
-                if tokens and tokens[-1] == self.tgt_dict.eos():
-                    tokens = tokens[:-1]
-                tokens = tokens[len(items[n][1]):]
-                tokens = last_segment(tokens, self.separator["target"]) if self.context else tokens
-                out[n].append((tokens, hypo["score"].item()))
+                end = len(tokens) - 1 if tokens and tokens[-1] == self.tgt_dict.eos() else len(tokens)
+                begin = len(forced)
+                if self.context:
+                    begin = max(begin, last_separator(tokens[:end], self.separator["target"]) + 1)
+                attention = hypo["attention"]  # (padded source length, target length), left-padded source
+                alignment = None
+                if attention.numel() and end > begin:
+                    offset = attention.size(0) - len(source)
+                    rows = attention[offset + first:offset + len(source) - 1, begin:end]
+                    alignment = rows.argmax(dim=0).tolist() if rows.size(0) else None
+                out[n].append(Hypothesis(tokens[begin:end], hypo["score"].item(), alignment))
         return out
 
     def translate_documents(self, documents: Sequence[Sequence[str]], beam: int = 4, lenpen: float = 0.6,

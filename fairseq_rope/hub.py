@@ -27,6 +27,7 @@ import torch
 from fairseq import hub_utils
 from fairseq.hub_utils import GeneratorHubInterface
 
+from fairseq_rope_text.markup import Translation
 from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, resolve
 
 from .checkpoints import check_fits, load_checkpoint, longest_training_source, trained_languages
@@ -67,9 +68,10 @@ class Translator(TranslatorInterface, GeneratorHubInterface):
         items = [(translator.ids_of(source, "source") + [translator.src_dict.eos()], []) for source in sources]
         if not items:
             return []
-        found = translator.translate_batch_nbest(items, nbest, beam or self.beam,
-                                                 self.lenpen if lenpen is None else lenpen, self.max_len_b)
-        return [[translator.detokenize(ids) for ids, _ in hypotheses] for hypotheses in found]
+        found = translator.translate_batch_aligned(items, nbest, beam or self.beam,
+                                                   self.lenpen if lenpen is None else lenpen, self.max_len_b)
+        return [[Translation(translator.detokenize(h.ids), source, [translator.tgt_dict[i] for i in h.ids],
+                             h.alignment) for h in hypotheses] for source, hypotheses in zip(sources, found)]
 
     def score_subwords(self, sources, targets, batch_size=32):
         translator = self.in_context()

@@ -32,7 +32,8 @@ class TranslatorInterface:
     def translate_subwords(self, sources: Sequence[Sequence[str]], beam: Optional[int] = None,
                            lenpen: Optional[float] = None, nbest: int = 1) -> List[List[str]]:
         """Each source's subwords -> its ``nbest`` best translations, detokenized, best first (fewer where
-        the beam found fewer); each sentence translated as if alone (fairseq's length limit is its own)."""
+        the beam found fewer); each sentence translated as if alone (fairseq's length limit is its own).
+        Each a fairseq_rope_text.markup.Translation: the text, with its subwords and their alignment."""
         raise NotImplementedError
 
     def score_subwords(self, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]],
@@ -100,14 +101,46 @@ class TranslatorInterface:
         from fairseq_rope_text.running_text import split_text
 
         layout, sentences = split_text(text, self.source_lang, keep_line_breaks)
+        return layout, sentences, self.translate_running_sentences(sentences, beam, lenpen, batch_size, progress)
+
+    def translate_html(self, text: str, beam: Optional[int] = None, lenpen: Optional[float] = None,
+                       batch_size: int = 32) -> str:
+        """An HTML page or fragment translated: the text between its block tags as running text, a paragraph
+        with inline elements (bold, links, code) translated without them and each put back on the words
+        aligned to its own (fairseq_rope_text.markup); tags, attributes, comments, scripts, styles and code
+        blocks as they are."""
+        return self.translate_texts([text], "html", beam=beam, lenpen=lenpen, batch_size=batch_size)[0][0]
+
+    def translate_texts(self, texts: Sequence[str], fmt: str = "text", keep_line_breaks: bool = False,
+                        beam: Optional[int] = None, lenpen: Optional[float] = None, batch_size: int = 32,
+                        progress: Optional[Callable[[int, int], None]] = None
+                        ) -> Tuple[List[str], List[str], List[str]]:
+        """Texts (``fmt`` "text": running text as :meth:`translate_text`; "html": as :meth:`translate_html`)
+        translated together, every text's sentences ``batch_size`` at a time (a model trained with context:
+        the texts in order, as one document). Returns (the translated texts, the sentences, their
+        translations)."""
+        from fairseq_rope_text.markup import join_pieces, pieces_of
+
+        items = pieces_of(texts, fmt, self.source_lang, keep_line_breaks)
+        sentences = [s for text in items for item in text if not isinstance(item, str) for s in item.sentences]
+        translations = self.translate_running_sentences(sentences, beam, lenpen, batch_size, progress)
+        left = iter(translations)
+        return [join_pieces(text, left, self.preprocessing.words) for text in items], sentences, translations
+
+    def translate_running_sentences(self, sentences: List[str], beam: Optional[int], lenpen: Optional[float],
+                                    batch_size: int, progress=None) -> List[str]:
+        """The sentences of running text translated as the model was trained (with context: in order, as one
+        document; a sentence-level model: one by one, ``batch_size`` at a time), each a
+        fairseq_rope_text.markup.Translation where the engine aligns; a sentence longer than the longest
+        training source is translated as it is and said in one line."""
         beam, lenpen = beam or self.beam, self.lenpen if lenpen is None else lenpen
         sources = [self.subwords(s) for s in sentences]  # (each encoded once: for its length and to translate)
         longest = self.longest_training_source()
         if longest:
             say_long_sentences([len(source) + 1 for source in sources], longest)
         if self.preprocessing.context:
-            return layout, sentences, self.translate_in_context([sentences], beam, lenpen, batch_size, progress)[0]
-        return layout, sentences, self.translate_batches(sources, beam, lenpen, batch_size, progress)
+            return self.translate_in_context([sentences], beam, lenpen, batch_size, progress)[0]
+        return self.translate_batches(sources, beam, lenpen, batch_size, progress)
 
     def translate_batches(self, sources: Sequence[Sequence[str]], beam: int, lenpen: float, batch_size: int,
                           progress=None) -> List[str]:

@@ -101,7 +101,7 @@ def main(argv=None):
     out = sys.stdout
     for i, (source, nbest) in enumerate(zip(sources, results)):
         out.write(f"S-{i}\t{' '.join(source)}\n")
-        for tokens, score in nbest:
+        for tokens, score, _ in nbest:
             score = score / math.log(2)  # as fairseq-generate prints it
             text = subword_text(tokens)  # (as fairseq-generate's H lines: without <s>)
             out.write(f"H-{i}\t{score}\t{post_process(text, args.remove_bpe) if args.remove_bpe else text}\n")

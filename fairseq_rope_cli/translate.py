@@ -136,22 +136,18 @@ def read_document(path, fmt):
 
 
 def translate_document(args, mt, fmt, document, start):
-    """``document``'s units each translated as running text (mt.translate_text's way), the file written in
-    its format to --output (or stdout), --sentences and the summary line as for text."""
-    progress = Progress(what="units")
-    translations, pairs = [], []
-    from fairseq_rope_text.running_text import join_text, line_ending
-
-    for unit in document.units:
-        try:
-            layout, sentences, translated = mt.translate_text_sentences(
-                unit, keep_line_breaks=args.keep_line_breaks, batch_size=args.batch_size)
-        except ValueError as error:
-            raise InputError(PROG, str(error)) from None
-        translations.append(join_text(layout, translated, line_ending(unit)))
-        pairs.extend(zip(sentences, translated))
-        progress(len(translations), len(document.units))
+    """``document``'s units translated together (mt.translate_texts: every unit's sentences in batches of
+    --batch-size, as the server does; HTML with its inline markup), the file written in its format to
+    --output (or stdout), --sentences and the summary line as for text."""
+    progress = Progress()
+    try:
+        translations, sentences, translated = mt.translate_texts(
+            document.units, document.markup, keep_line_breaks=args.keep_line_breaks, batch_size=args.batch_size,
+            progress=progress)
+    except ValueError as error:
+        raise InputError(PROG, str(error)) from None
     progress.close()
+    pairs = list(zip(sentences, translated))
     data = document.write(translations)
     if args.output:
         with atomic_output(args.output, "wb") as f:

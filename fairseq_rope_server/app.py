@@ -48,8 +48,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from fairseq_rope_text import files
-from fairseq_rope_text.html_text import html_join, html_parts
-from fairseq_rope_text.running_text import join_text, line_ending, split_text
+from fairseq_rope_text.markup import join_pieces, pieces_of
 
 LOG = logging.getLogger(__name__)  # one INFO line per request; tracebacks of internal errors
 MAX_DEPTH = 32  # arrays and objects in one another in a JSON body (a request needs 2)
@@ -73,6 +72,7 @@ class Limits:
     api_keys: Optional[Dict[str, int]] = None  # key: requests per minute (0: no limit); None: no keys
     req_limit: int = 0              # requests per minute per client without keys (0: no limit)
     file_limit: int = 10 << 20      # bytes of a POST /translate_file's body (0: no limit)
+    file_char_limit: int = 1000000  # characters of a file's text (0: no limit), apart from char_limit
     file_keep: float = 600.0        # seconds a translated file waits for its download
     web_page: bool = True
 
@@ -299,14 +299,6 @@ def whole_number(params: dict, name: str) -> int:
                        f"the URL), got {shown(value)}")
 
 
-@dataclass
-class Piece:
-    """A text to translate as running text, and its layout and sentences (split_text's)."""
-    text: str
-    layout: list
-    sentences: List[str]
-
-
 class Server:
     def __init__(self, models: List[ServedModel], limits: Limits):
         self.models = {(m.source, m.target): m for m in models}
@@ -450,47 +442,48 @@ class Server:
                 [o[0] for o in others]
         return JSONResponse(answer)
 
-    async def translated(self, model: ServedModel, texts: List[str], fmt: str, n: int = 1) -> List[List[str]]:
-        """``texts`` (running text, or HTML where ``fmt`` is "html") translated by ``model`` through its queue
-        (the request's limits checked before): for k < ``n``, every text with each sentence's k-th best
-        translation."""
-        # every text (or each text between an HTML text's tags) split into sentences
-        documents = [html_parts(t) if fmt == "html" else [(True, t)] for t in texts]
-        pieces = [Piece(part, *split_text(part, model.source))
-                  for parts in documents for is_text, part in parts if is_text and part.strip()]
-        sentences = [s for piece in pieces for s in piece.sentences]
+    async def translated(self, model: ServedModel, texts: List[str], fmt: str, n: int = 1,
+                         in_parts: bool = False) -> List[List[str]]:
+        """``texts`` (``fmt``: "text", "html", or a subtitle format: fairseq_rope_text.markup.pieces_of) translated
+        by ``model`` through its queue (the request's limits checked before): for k < ``n``, every text with
+        each sentence's k-th best translation. ``in_parts`` (a file): sentences past what the queue holds go
+        in parts, each waiting for room in the queue and answered within --timeout, in order."""
+        # every text (each paragraph of an HTML text, its inline markup taken out) split into sentences
+        documents = pieces_of(texts, fmt, model.source)
+        sentences = [s for items in documents for item in items if not isinstance(item, str) for s in item.sentences]
         batcher = self.batchers[(model.source, model.target)]
         busy = Failure(503, f"the server is busy ({self.limits.queue_size} sentences are waiting at most); try "
                             "again", {"Retry-After": "1"})
-        if len(sentences) > self.limits.queue_size:
+        if len(sentences) > self.limits.queue_size and not in_parts:
             raise Failure(400, f"Invalid request: {len(sentences)} sentences, more than the queue holds "
                                f"({self.limits.queue_size}); send the text in parts")
-        if batcher.size + len(sentences) > self.limits.queue_size:
+        if not in_parts and batcher.size + len(sentences) > self.limits.queue_size:
             raise busy  # (before the work of encoding them)
         loop = asyncio.get_running_loop()
-        job = Job(sentences, [model.encode(s) for s in sentences], n, loop, loop.create_future())
-        if not batcher.submit(job):
-            raise busy
-        try:
-            results = await asyncio.wait_for(job.future, self.limits.timeout)
-        except asyncio.TimeoutError:
-            batcher.cancel(job)
-            raise Failure(503, f"the translation took longer than the limit ({self.limits.timeout:g} s); send "
-                               "shorter texts", {"Retry-After": "1"}) from None
-        except Exception as error:  # the model failed on this batch
-            raise Failure(500, f"translation failed: {error}") from None
+        results: list = []
+        size = self.limits.queue_size
+        for start in range(0, len(sentences), size) if sentences else [0]:
+            part = sentences[start:start + size]
+            waited = 0.0
+            while in_parts and batcher.size + len(part) > size and waited < self.limits.timeout:
+                await asyncio.sleep(0.05)  # (a file's part waits for room in the queue)
+                waited += 0.05
+            job = Job(part, [model.encode(s) for s in part], n, loop, loop.create_future())
+            if not batcher.submit(job):
+                raise busy
+            try:
+                results += await asyncio.wait_for(job.future, self.limits.timeout)
+            except asyncio.TimeoutError:
+                batcher.cancel(job)
+                raise Failure(503, f"the translation took longer than the limit ({self.limits.timeout:g} s); send "
+                                   "shorter texts", {"Retry-After": "1"}) from None
+            except Exception as error:  # the model failed on this batch
+                raise Failure(500, f"translation failed: {error}") from None
 
         def text_of(k: int) -> List[str]:
             """Every text with each sentence's k-th translation (the best where there are fewer)."""
-            at, translated = 0, []
-            for piece in pieces:
-                chosen = [r[min(k, len(r) - 1)] for r in results[at:at + len(piece.sentences)]]
-                at += len(piece.sentences)
-                translated.append(join_text(piece.layout, chosen, line_ending(piece.text)))
-            it = iter(translated)
-            if fmt == "html":
-                return [html_join(parts, it) for parts in documents]
-            return [next(it) if text.strip() else text for text in texts]
+            chosen = iter([r[min(k, len(r) - 1)] for r in results])
+            return [join_pieces(items, chosen, model.translator.preprocessing.words) for items in documents]
 
         return [text_of(k) for k in range(n)]
 
@@ -543,10 +536,11 @@ class Server:
         except files.FileError as error:
             raise Failure(400, f"Invalid request: {error}") from None
         chars = sum(len(unit) for unit in document.units)
-        if self.limits.char_limit and chars > self.limits.char_limit:
-            raise Failure(400, f"Invalid request: the file's text ({chars} characters) exceeds the limit "
-                               f"({self.limits.char_limit})")
-        translations = (await self.translated(model, document.units, "text"))[0] if document.units else []
+        if self.limits.file_char_limit and chars > self.limits.file_char_limit:
+            raise Failure(400, f"Invalid request: the file's text ({chars} characters) exceeds the file limit "
+                               f"({self.limits.file_char_limit}, --file-char-limit)")
+        translations = (await self.translated(model, document.units, document.markup, in_parts=True))[0] \
+            if document.units else []
         translated = await asyncio.to_thread(document.write, translations)
         stem, extension = os.path.splitext(filename)
         download = f"{stem}.{model.target}{extension}"

@@ -10,15 +10,17 @@ translation per unit, in order, and the file is written back with each unit's tr
 was, everything else as it was. So this module knows nothing of a model.
 
 * ``.txt``: the whole text is one unit (the running text of fairseq-rope-translate).
-* ``.html``, ``.htm``: each text between tags (fairseq_rope_text.html_text), the tags, comments and the
-  content of script, style, code, pre and textarea kept.
+* ``.html``, ``.htm``: each paragraph (the text between block tags, with its inline elements: bold,
+  links, code, carried across the translation by fairseq_rope_text.markup) is one unit, as HTML; tags,
+  comments and the content of script, style, pre and textarea kept.
 * ``.srt``, ``.vtt``: each cue's text is one unit, its lines joined by spaces (a subtitle's lines are one
   sentence wrapped), and its translation is wrapped back into as many lines, at the spaces nearest to where
   the cue's lines broke (in proportion); a dialogue cue (every line starting with a dash) keeps a unit
   line per line. Cue numbers, identifiers, timing lines with their settings, the WEBVTT header and NOTE,
   STYLE and REGION blocks, blank lines, line endings and a byte-order mark are kept byte for byte; a cue
-  without text is kept as it is. Markup inside a cue's text (``<i>``, ``{\\an8}``, ``<v Joe>``) is
-  translated as text.
+  without text is kept as it is. Markup inside a cue's text (``<i>``, ``<c.yellow>``, ``{\\an8}``,
+  ``<v Joe>``) is carried across the translation onto the aligned words (fairseq_rope_text.markup; an
+  unclosed ``<v Joe>`` or a code at the cue's start stays at its start).
 * ``.docx`` (python-docx, imported when needed: ``pip install 'fairseq-rope[files]'``): each paragraph
   of the body, of its tables' cells (nested tables and text boxes too) and of its headers and footers is
   one unit; a paragraph keeps its style and properties. Its translation goes in the paragraph's first run
@@ -38,7 +40,8 @@ import os
 import re
 from typing import Callable, List, NamedTuple, Optional, Union
 
-from .html_text import html_join, html_parts
+from .html_text import html_of, html_parts
+from .markup import CUE_TAG, inline_runs
 
 # extension: format
 EXTENSIONS = {".txt": "txt", ".html": "html", ".htm": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx"}
@@ -85,10 +88,11 @@ def file_format(name: str, given: Optional[str] = None) -> str:
 
 
 class Document:
-    """A file read: its ``units`` to translate, and ``write(translations)``, the file's bytes with them."""
+    """A file read: its ``units`` to translate (``markup`` "text": running text; "html": paragraphs of
+    inline HTML, fairseq_rope_text.markup), and ``write(translations)``, the file's bytes with them."""
 
-    def __init__(self, units: List[str], write: Callable[[List[str]], bytes]):
-        self.units, self._write = units, write
+    def __init__(self, units: List[str], write: Callable[[List[str]], bytes], markup: str = "text"):
+        self.units, self._write, self.markup = units, write, markup
 
     def write(self, translations: List[str]) -> bytes:
         if len(translations) != len(self.units):
@@ -105,14 +109,18 @@ def read_document(data: bytes, fmt: str, name: str) -> Document:
         units = [text] if text.strip() else []
         return Document(units, lambda t: (bom + (t[0] if units else text)).encode("utf-8"))
     if fmt == "html":
-        parts = html_parts(text)
-        units = [part for is_text, part in parts if is_text and part.strip()]
-        return Document(units, lambda t: (bom + html_join(parts, iter(t))).encode("utf-8"))
+        runs = [(translatable, html_of(run)) for translatable, run in inline_runs(html_parts(text))]
+
+        def write_html(translations: List[str]) -> bytes:
+            left = iter(translations)
+            return (bom + "".join(next(left) if translatable else kept for translatable, kept in runs)).encode("utf-8")
+
+        return Document([run for translatable, run in runs if translatable], write_html, "html")
     if fmt in ("srt", "vtt"):
         layout = read_subtitles(text, fmt, name)
         cues = [item for item in layout if isinstance(item, Cue)]
         return Document([cue.unit() for cue in cues],
-                        lambda t: (bom + write_subtitles(layout, iter(t))).encode("utf-8"))
+                        lambda t: (bom + write_subtitles(layout, iter(t))).encode("utf-8"), fmt)
     raise FileError(f"format {fmt!r} is not one of: {', '.join(FORMATS)}")
 
 
@@ -176,7 +184,7 @@ class Cue(NamedTuple):
         if self.dialogue() or "\n" in translation:
             lines = [line.strip() for line in translation.replace("\r\n", "\n").split("\n")]
         else:
-            lines = wrap(translation.strip(), [len(line.strip()) for line in self.lines])
+            lines = wrap(translation.strip(), [visible_length(line.strip()) for line in self.lines])
         lines = [line for line in lines if line] or [""]  # (a blank line would end the cue)
         inner = self.endings[0] if len(self.endings) > 1 else (self.endings[0] or "\n")
         return "".join(line + (inner if i < len(lines) - 1 else self.endings[-1]) for i, line in enumerate(lines))
@@ -184,21 +192,33 @@ class Cue(NamedTuple):
 
 def wrap(text: str, lengths: List[int]) -> List[str]:
     """``text`` in ``len(lengths)`` lines (fewer where it has fewer spaces), broken at the spaces nearest to
-    where lines of these lengths, joined by spaces, break, in proportion to ``text``'s length."""
-    if len(lengths) < 2 or " " not in text:
+    where lines of these lengths, joined by spaces, break, in proportion to ``text``'s length; lengths
+    and positions count what a viewer sees (a cue's tags left out: visible_length), and a space inside a
+    tag is not a break."""
+    inside = {i for tag in CUE_TAG.finditer(text) for i in range(tag.start(), tag.end())}
+    seen, visible = 0, []  # visible[i]: the characters a viewer sees before text[i]
+    for i in range(len(text)):
+        visible.append(seen)
+        seen += i not in inside
+    spaces = [i for i, c in enumerate(text) if c == " " and i not in inside]
+    if len(lengths) < 2 or not spaces:
         return [text]
     total = sum(lengths) + len(lengths) - 1
-    spaces = [i for i, c in enumerate(text) if c == " "]
     breaks, at = [], 0
     for k in range(1, len(lengths)):
         at += lengths[k - 1] + (1 if k > 1 else 0)  # where the k-th space was in the joined lines
-        wanted = at * len(text) / total if total else 0
+        wanted = at * seen / total if total else 0
         left = [i for i in spaces if not breaks or i > breaks[-1]]
         if not left:
             break
-        breaks.append(min(left, key=lambda i: (abs(i - wanted), i)))
+        breaks.append(min(left, key=lambda i: (abs(visible[i] - wanted), i)))
     ends = breaks + [len(text)]
     return [text[(ends[k - 1] + 1 if k else 0):end] for k, end in enumerate(ends)]
+
+
+def visible_length(line: str) -> int:
+    """The characters of a cue's line that a viewer sees (its tags and {\\...} codes left out)."""
+    return len(CUE_TAG.sub("", line))
 
 
 def lines_of(text: str):

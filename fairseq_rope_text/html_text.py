@@ -1,13 +1,13 @@
 """HTML as text to translate: ``html_parts`` cuts a page (or a fragment) into its tags and the text between
-them, ``html_join`` puts translations of the text back between the same tags. The server's ``format: html``
-and the .html files of fairseq_rope_text.files both read HTML this way.
+them, ``html_of`` writes parts as HTML again.
+(fairseq_rope_text.markup groups them into paragraphs with their inline tags.)
 
 Only the standard library.
 """
 
 import html
 import re
-from typing import Iterator, List
+from typing import List
 
 
 # a tag: "<" then a letter, "/", "!" or "?" (a "<" in text, "a < b", is text); comments and CDATA whole
@@ -39,16 +39,6 @@ def html_parts(document: str) -> List[tuple]:
     return parts
 
 
-def html_join(parts: List[tuple], translations: Iterator[str]) -> str:
-    """The HTML of ``html_parts``' parts with each text part that is not blank replaced by the next of
-    ``translations`` (the spaces around it kept), every text escaped, every other part as it was."""
-    out = []
-    for is_text, part in parts:
-        if not is_text:
-            out.append(part)
-        elif not part.strip():
-            out.append(html.escape(part, quote=False))
-        else:
-            lead, trail = part[:len(part) - len(part.lstrip())], part[len(part.rstrip()):]
-            out.append(lead + html.escape(next(translations).strip(), quote=False) + trail)
-    return "".join(out)
+def html_of(parts: List[tuple]) -> str:
+    """html_parts' parts (or some of them) as HTML again: the text escaped, the rest as it was."""
+    return "".join(html.escape(part, quote=False) if is_text else part for is_text, part in parts)

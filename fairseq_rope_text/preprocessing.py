@@ -35,7 +35,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 RECORD = "preprocessing.json"
 FORMAT = 1
@@ -182,6 +182,29 @@ class Preprocessing:
     def decode(self, subwords: str, lang: str) -> str:
         """The model's subwords in ``lang`` -> the text a reader gets (what fairseq-rope-score scores)."""
         return self.detokenize(self.join(subwords), lang)
+
+    def words(self, subwords: Sequence[str]) -> Tuple[List[str], List[int]]:
+        """The pretokenized words that ``subwords`` make, as the raw text writes them (subword markers
+        and Moses' "@-@" taken out), and for each subword the index of its word: what inline markup is
+        projected onto (fairseq_rope_text.markup)."""
+        words: List[str] = []
+        word_of: List[int] = []
+        joined = True  # the next subword starts a word
+        for piece in subwords:
+            if self.subword == "sentencepiece":
+                starts, text = piece.startswith("\u2581") or not words, piece.replace("\u2581", "")
+            else:
+                starts, text = joined, piece
+                joined = not (self.subword == "subword_nmt" and piece.endswith(self.separator))
+                if not joined:
+                    text = piece[:-len(self.separator)]
+            if starts:
+                words.append("")
+            words[-1] += text
+            word_of.append(len(words) - 1)
+        if self.pretokenizer == "moses":
+            words = [w.replace("@-@", "-") for w in words]
+        return words, word_of
 
     # --- files ----------------------------------------------------------------------------------
     def files(self) -> List[str]:

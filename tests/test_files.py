@@ -7,6 +7,7 @@ test_serve's tiny model, each unit as the in-process API translates it."""
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import run_main
-from fairseq_rope_text.running_text import split_text
+from fairseq_rope_text.markup import pieces_of
 from fairseq_rope_text.files import (FileError, file_format, read_document, supported, translate_bytes,
                                      translate_file, wrap)
 from test_serve import SENTENCES, Live, model  # noqa: F401 (model: the fixture, test_serve's served model)
@@ -48,7 +49,7 @@ def html_of(a, b, c, d, title):
 
 
 HTML = html_of(S[0], S[1], S[4], S[5], S[6])
-HTML_UNITS = [S[6], f"{S[0]} ", S[1], S[4], f"{S[5]} & 42"]
+HTML_UNITS = [S[6], f"{S[0]} <b>{S[1]}</b>", S[4], f"{S[5]} &amp; 42"]  # paragraphs as HTML, inline tags in them
 TXT = f"Shopping list:\n- {S[0]}\n- {S[1]}\n\n{S[2]} {S[3]}\r\n"
 
 
@@ -60,7 +61,12 @@ class Marking:
 
     def __call__(self, units):
         self.calls.append(list(units))
-        return [unit.upper() for unit in units]
+        return [upper(unit) for unit in units]
+
+
+def upper(unit):
+    """The unit upper-cased, its tags and character references (HTML's) as they are."""
+    return re.sub(r"(<[^>]*>|&#?\w+;)|([^<&]+|[<&])", lambda m: m.group(1) or m.group(2).upper(), unit)
 
 
 def same(units):
@@ -84,7 +90,7 @@ def test_a_text_format_comes_back_byte_for_byte_and_each_unit_is_translated_once
     marking = Marking()
     out = translate_bytes(data, fmt, f"x.{fmt}", marking)
     assert marking.calls == [units]  # one call, every unit once, in order
-    assert read_document(out, fmt, "y").units == [u.upper() for u in units]
+    assert read_document(out, fmt, "y").units == [upper(u) for u in units]
     if fmt in ("srt", "vtt"):
         assert structure(out, fmt) == structure(data, fmt)  # numbers, timings, settings, header, blocks
         assert out.count(b"\r\n") == data.count(b"\r\n") and out.startswith(data[:3])  # CRLF, the BOM
@@ -227,8 +233,11 @@ def mt(model):  # noqa: F811
 
 
 def expected(data, fmt, mt):
-    """The file as translated unit by unit with the in-process API's translate_text."""
-    return translate_bytes(data, fmt, f"x.{fmt}", lambda units: [mt.translate_text(u) for u in units])
+    """The file as translated unit by unit with the in-process API: translate_text, or for a unit with
+    markup (HTML, a subtitle cue) translate_texts of that unit alone."""
+    markup = read_document(data, fmt, f"x.{fmt}").markup
+    return translate_bytes(data, fmt, f"x.{fmt}", lambda units: [
+        mt.translate_text(u) if markup == "text" else mt.translate_texts([u], markup)[0][0] for u in units])
 
 
 def translate(model, *flags):  # noqa: F811
@@ -328,7 +337,9 @@ def test_the_server_translates_a_file_and_gives_it_once(short_mt, files_dir, fmt
         answer = send(client, f"report.{fmt}", data)
         assert answer.status_code == 200, answer.text
         counted = client.get("/health").json()["translated"]["en-de"]["sentences"]  # through /translate's queue
-        assert counted == len([s for u in read_document(data, fmt, "x").units for s in split_text(u, "en")[1]])
+        document = read_document(data, fmt, "x")
+        assert counted == sum(len(piece.sentences) for items in pieces_of(document.units, document.markup, "en")
+                              for piece in items if not isinstance(piece, str))
         url = answer.json()["translatedFileUrl"]
         assert list(answer.json()) == ["translatedFileUrl"] and url.startswith("http://testserver/download_file/")
         assert len(left_in(files_dir)) == 1
@@ -351,7 +362,7 @@ def test_the_server_translates_a_file_and_gives_it_once(short_mt, files_dir, fmt
 
 
 def test_the_server_answers_bad_files_and_limits_as_json_errors(short_mt, files_dir):
-    with served(short_mt, char_limit=200, file_limit=4000) as client:
+    with served(short_mt, char_limit=200, file_char_limit=250, file_limit=4000) as client:
         def error_of(answer, status):
             assert answer.status_code == status, answer.text
             assert answer.headers["content-type"] == "application/json" and list(answer.json()) == ["error"]
@@ -363,7 +374,7 @@ def test_the_server_answers_bad_files_and_limits_as_json_errors(short_mt, files_
         assert "bad.srt, line 2: expected a timing line" in error_of(send(client, "bad.srt", b"1\nnope\nx\n"), 400)
         big = ("1\n00:00:01,000 --> 00:00:02,000\n" + S[0] + "\n\n") * 10
         assert "the file's text (" in error_of(send(client, "big.srt", big.encode()), 400)
-        assert "exceeds the limit (200)" in error_of(send(client, "big.srt", big.encode()), 400)
+        assert "exceeds the file limit (250, --file-char-limit)" in error_of(send(client, "big.srt", big.encode()), 400)
         assert "larger than the limit (4000 bytes)" in error_of(send(client, "huge.txt", b"x" * 5000), 413)
         no_file = client.post("/translate_file", files={"source": (None, "en"), "target": (None, "de")})  # multipart
         assert "missing file parameter" in error_of(no_file, 400)
@@ -374,6 +385,19 @@ def test_the_server_answers_bad_files_and_limits_as_json_errors(short_mt, files_
     with served(short_mt, api_keys={"k": 0}) as client:
         assert send(client, "a.txt", S[0].encode()).status_code == 403
         assert send(client, "a.txt", S[0].encode(), api_key="k").status_code == 200
+
+
+def test_a_file_longer_than_the_text_box_and_the_queue_goes_through_in_parts(short_mt, files_dir):
+    """The text box's --char-limit is not a file's (--file-char-limit is), and a file of more sentences than
+    --queue-size goes through the queue in parts, the same file as translated unit by unit."""
+    srt = "".join(f"{n + 1}\n00:00:0{n},000 --> 00:00:0{n},500\n{S[n]} {S[n + 1]}\n\n" for n in range(9))
+    with served(short_mt, char_limit=100, queue_size=5) as client:
+        answer = send(client, "long.srt", srt.encode())
+        assert answer.status_code == 200, answer.text
+        assert client.get(answer.json()["translatedFileUrl"]).content == expected(srt.encode(), "srt", short_mt)
+        assert client.get("/health").json()["translated"]["en-de"]["sentences"] == 18
+        too_many = client.post("/translate", json={"q": "The dog runs. " * 6, "source": "en", "target": "de"})
+        assert too_many.status_code == 400 and "send the text in parts" in too_many.json()["error"]
 
 
 def test_a_file_not_downloaded_in_time_is_removed(short_mt, files_dir):

@@ -5,15 +5,19 @@ command runs in a fresh process, as a user runs it. What the docs promise equal 
 translations; the same scores within float32 rounding, and equal to fairseq's own scorer
 (fairseq-generate --score-reference). A change of a default (engine, rotation, splitter) runs through these."""
 
+import json
 import math
 import os
 import shutil
+import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 import torch
 
-from conftest import REVERSAL_MODELS, USER_DIR, run_tool
+from conftest import REVERSAL_MODELS, USER_DIR, free_port, run_tool
 from fairseq_rope_text.preprocessing import resolve
 
 pytest.importorskip("ctranslate2")  # in the test extras; without it there is one engine and nothing to compare
@@ -41,6 +45,14 @@ def setup(reversal_models, tmp_path_factory):
     (base / "test.src").write_text("".join(s + "\n" for s in sources))
     (base / "text.src").write_text(" ".join(sources[:4]) + "\n    " + sources[4] + "\n\n" + "\n".join(sources[5:12]))
     (base / "docids").write_text("".join(f"{n // 7}\n" for n in range(len(sources))))
+    # a page whose paragraphs hold inline elements, and a subtitle file with cue tags
+    words = next(s.split() for s in sources[12:] if len(s.split()) >= 6)
+    (base / "page.html").write_text(
+        f"<html><body><h1>{sources[13]}</h1>\n<p>{' '.join(words[:2])} <b>{' '.join(words[2:4])}</b> "
+        f"{' '.join(words[4:])}</p>\n<p><a href='x.html'>{sources[14]}</a> <code>w1 w2</code> {sources[15]}</p>"
+        "</body></html>\n")
+    (base / "talk.srt").write_text(f"1\n00:00:01,000 --> 00:00:02,000\n<i>{sources[16]}</i>\n\n"
+                                   f"2\n00:00:03,000 --> 00:00:04,000\n{{\\an8}}{sources[17]}\n")
     hidden = base / "no-ctranslate2"
     hidden.mkdir()
     (hidden / "ctranslate2.py").write_text("raise ImportError(\"No module named 'ctranslate2'\")\n")
@@ -196,3 +208,67 @@ def test_fairseq_rope_doc_translate_on_a_sentence_level_model_with_and_without_c
     assert translations == [doc[0] for doc in default.translate_documents([[s] for s in setup["sources"]])]
     assert translations == [doc[0] for doc in fairseq.translate_documents([[s] for s in setup["sources"]])]
     assert len((tmp_path / "gen.txt").read_text().splitlines()) == TEXT
+
+
+@pytest.mark.parametrize("installed", [True, False], ids=["with-ctranslate2", "without-ctranslate2"])
+def test_fairseq_rope_translate_keeps_a_pages_and_a_subtitles_inline_markup_on_either_engine(
+        setup, translators, installed, tmp_path):
+    """fairseq-rope-translate --input page.html / talk.srt --output ... (docs/usage.md's files): exit 0, and
+    the fairseq translator's translate_texts of the file's units, its inline markup carried across, whether
+    ctranslate2 is installed (its default, whose alignment is its attention) or not."""
+    from fairseq_rope_text.files import read_document
+
+    _, fairseq = translators["interleaved"]
+    for name in ("page.html", "talk.srt"):
+        out = tmp_path / f"de.{name}"
+        command(setup, installed, "fairseq-rope-translate", "--model-dir", setup["models"]["interleaved"],
+                "--data-bin", setup["bin"], "--input", setup["base"] / name, "--output", out)
+        data = (setup["base"] / name).read_bytes()
+        document = read_document(data, name.split(".")[1], name)
+        assert out.read_bytes() == document.write(fairseq.translate_texts(document.units, document.markup)[0])
+    page = (tmp_path / "de.page.html").read_text()
+    assert page.count("<b>") == page.count("</b>") == 1 and "<code>w1 w2</code>" in page and "href='x.html'" in page
+    assert (tmp_path / "de.talk.srt").read_text().count("{\\an8}") == 1
+
+
+def serve(setup, installed, *flags):
+    """fairseq-rope-serve as serving.md starts it (--model MODEL_DIR DATA_BIN), on a free port: (process, URL)."""
+    port = free_port()
+    process = subprocess.Popen([shutil.which("fairseq-rope-serve") or os.path.join(os.path.dirname(sys.executable),
+                                "fairseq-rope-serve"), "--model", str(setup["models"]["interleaved"]),
+                                str(setup["bin"]), "--port", str(port), "--threads", "1", *flags],
+                               env=dict(setup["env"][installed], OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[1]
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5):
+                return process, url
+        except OSError:
+            time.sleep(0.2)
+    process.kill()
+    raise AssertionError("the server did not become ready in 120 s")
+
+
+@pytest.mark.parametrize("installed", [True, False], ids=["with-ctranslate2", "without-ctranslate2"])
+def test_fairseq_rope_serve_with_its_defaults_answers_as_the_fairseq_translator(setup, translators, installed):
+    """fairseq-rope-serve with its defaults (no --backend): text and HTML as /translate takes them, the fairseq
+    translator's translate_text and translate_html, whether ctranslate2 is installed or not."""
+    _, fairseq = translators["interleaved"]
+    text = (setup["base"] / "text.src").read_text()
+    page = (setup["base"] / "page.html").read_text()
+    process, url = serve(setup, installed)
+    try:
+        answers = []
+        for q, fmt in ((text, "text"), (page, "html")):
+            request = urllib.request.Request(url + "/translate", method="POST", headers={
+                "Content-Type": "application/json"}, data=json.dumps({"q": q, "source": "src", "target": "tgt",
+                                                                      "format": fmt}).encode())
+            with urllib.request.urlopen(request, timeout=120) as response:
+                answers.append(json.loads(response.read())["translatedText"])
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=60)
+    assert answers == [fairseq.translate_text(text), fairseq.translate_html(page)]
+    assert ("translating with CTranslate2" in err) == installed, err

@@ -198,12 +198,14 @@ def test_html_keeps_its_tags_and_translates_the_text_between_them(server, mt):
             f'&amp; world</div><script>var s = "{SENTENCES[3]}";</script><!-- {SENTENCES[4]} -->')
     status, answer, _ = server.translate(q=page, source="en", target="de", format="html")
     assert status == 200
-    tags = re.findall(r"<[^>]*>", page)
-    assert re.findall(r"<[^>]*>", answer["translatedText"]) == tags
+    assert answer["translatedText"] == mt.translate_html(page)  # the in-process API's
+    assert sorted(re.findall(r"<[^>]*>", answer["translatedText"])) == sorted(re.findall(r"<[^>]*>", page))
     texts = re.split(r"<[^>]*>", answer["translatedText"])
-    assert texts[1] == mt.translate_text(f"{SENTENCES[0]} {SENTENCES[1]}")
-    assert texts[4] == mt.translate_text(SENTENCES[2])
-    assert texts[7] == " " + mt.translate_text("& world").replace("&", "&amp;")
+    assert texts[1] == mt.translate_text(f"{SENTENCES[0]} {SENTENCES[1]}")  # a paragraph without inline tags
+    # a paragraph with inline tags is translated whole: without its tags, its sentences' plain translations
+    div = re.search(r"<div>(.*)</div>", answer["translatedText"]).group(1)
+    assert html.unescape(re.sub(r"<[^>]*>", " ", div)).split() == \
+        mt.translate_text(f"{SENTENCES[2]} Hello & world").split()
     assert f'var s = "{SENTENCES[3]}";' in answer["translatedText"] and SENTENCES[4] in answer["translatedText"]
     # a "<" inside a script, or in text, is not a tag: the rest of the page is translated
     page = f'<script>if (a < b) x = "<i>";</script><p>{SENTENCES[5]}</p> 3 < 4'
@@ -213,29 +215,30 @@ def test_html_keeps_its_tags_and_translates_the_text_between_them(server, mt):
         f'{html.escape(mt.translate_text("3 < 4"), quote=False)}')
 
 
-def test_html_parts_and_html_join_keep_tags_raw_text_and_escape_the_text():
+def test_html_pieces_keep_tags_raw_text_and_escape_the_text():
     """The HTML side on its own, with given translations: entities unescaped for the model and escaped
-    again in the answer; script content with "<" and ">" kept; comments kept; spaces around a text kept."""
-    from fairseq_rope_text.html_text import html_join, html_parts
+    again in the answer; script content with "<" and ">" kept; comments kept; spaces around a text kept;
+    an inline element around the word aligned to its own."""
+    from fairseq_rope_text.markup import Translation, join_pieces, pieces_of
 
     page = '<p class="a">a &lt; b &amp; c</p> <script>if (a < b && c > d) x = "<t>";</script><!-- a -->\n<i> x </i>'
-    parts = html_parts(page)
-    assert [part for is_text, part in parts if is_text and part.strip()] == ["a < b & c", " x "]
-    assert "".join(part if not is_text else html.escape(part, quote=False) for is_text, part in parts) == page
-    assert html_join(parts, iter(["A < B & C", "X"])) == \
-        '<p class="a">A &lt; B &amp; C</p> <script>if (a < b && c > d) x = "<t>";</script><!-- a -->\n<i> X </i>'
+    [items] = pieces_of([page], "html", "en")
+    assert [s for item in items if not isinstance(item, str) for s in item.sentences] == ["a < b & c", "x"]
+    translations = iter(["A < B & C", Translation("X", ["x"], ["X"], [0])])
+    assert join_pieces(items, translations, lambda subwords: (subwords, list(range(len(subwords))))) == \
+        '<p class="a">A &lt; B &amp; C</p> <script>if (a < b && c > d) x = "<t>";</script><!-- a --><i>X</i>'
 
 
 def test_code_pre_and_textarea_are_kept_as_they_are_like_script():
     """What is inside pre, code and textarea (any case, with attributes) is not text to translate: kept
     as it is, entities and line breaks included; only the text outside is translated."""
-    from fairseq_rope_text.html_text import html_join, html_parts
+    from fairseq_rope_text.markup import join_pieces, pieces_of
 
     page = ('<p>Run it:</p><pre>x = a &lt; b\n  print(x)</pre> <code>ls -l</code><textarea>draft</textarea>'
             '<PRE class="c">As is.</PRE>')
-    parts = html_parts(page)
-    assert [part for is_text, part in parts if is_text and part.strip()] == ["Run it:"]
-    assert html_join(parts, iter(["F\u00fchre es aus:"])) == page.replace("Run it:", "F\u00fchre es aus:")
+    [items] = pieces_of([page], "html", "en")
+    assert [s for item in items if not isinstance(item, str) for s in item.sentences] == ["Run it:"]
+    assert join_pieces(items, iter(["F\u00fchre es aus:"])) == page.replace("Run it:", "F\u00fchre es aus:")
 
 
 def test_concurrent_requests_share_beam_searches_and_each_sentence_translates_as_alone(server, mt):

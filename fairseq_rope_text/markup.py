@@ -1,0 +1,458 @@
+"""Texts to the pieces a model translates, and back, inline markup carried across.
+
+``pieces_of`` and ``join_pieces`` are what every way in translates texts with (the translator's
+``translate_texts``, fairseq-rope-translate's files, the server's text, HTML and files): texts (running
+text, or HTML) -> pieces, each with its sentences -> the texts with the translations in place. A piece
+is running text (its layout kept line by line: fairseq_rope_text.running_text) or, in HTML, a
+paragraph's run of text and inline elements, translated by detag, translate, project (Joanis et al.
+2013; Hanneman & Dinu 2020). A model translates plain sentences; a paragraph of a page holds ``<b>``, ``<a href>``,
+``<code>`` inside its sentences. So the paragraph is translated without its inline tags, and each tag pair
+is put back around the target words that the model's own attention aligns to the source words it
+enclosed:
+
+1. ``detag``: a fragment of inline HTML -> its plain text (whitespace runs read as one space, as a
+   browser shows them) and its elements, each with the span of the plain text it enclosed;
+2. the plain text is split into sentences (an element that crosses a sentence end is cut in two, closed
+   at the end of one sentence and opened again at the start of the next) and each sentence translated,
+   the translation carrying its target subwords and, for each, the source subword it attends to most
+   (``Translation``: fairseq's ``attention`` of the last decoder layer, averaged over heads; CTranslate2's
+   ``return_attention``, exported with every head averaged the same way);
+3. ``project``: words are the pretokenized tokens (a subword's word), found in the text by their
+   characters; an element covers the target words holding a subword aligned to a source word it
+   enclosed, and the target words between the first and the last of them (a phrase stays whole). The
+   rules where that is not enough: an element inside another stays inside it (clipped to its parent's
+   words); siblings do not overlap (a later one loses the words an earlier one took); an element whose
+   words align nowhere (or lost them all) is put, empty, after the target word aligned to the source word
+   before it (at the start where there is none); a void element (``<br>``, ``<img>``, a comment) goes
+   there too. Code (``<code>``, ``<tt>``, ``<kbd>``, ``<samp>``, ``<var>``, ``translate="no"``, class
+   ``notranslate``) is read by the model as part of its sentence (it then has words to align) and comes
+   back verbatim, in place of the target words it covers.
+
+A paragraph without inline tags is running text (its layout kept line by line). Only the standard library.
+"""
+
+import html
+import re
+from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from .html_text import RAW_TEXT, TAG, html_of, html_parts
+
+# phrasing elements that mark words inside a sentence (every other element ends a paragraph's text)
+INLINE = frozenset("a abbr b bdi bdo big cite data del dfn em font i ins label mark q s small span strike strong "
+                   "sub sup time u".split())
+# phrasing elements whose text is not prose: kept verbatim
+CODE = frozenset("code kbd samp tt var".split())
+# void phrasing elements: kept at their aligned place
+VOID = frozenset("br img wbr".split())
+# a subtitle cue's markup: SubRip's <i>, <b>, <u>, <font>; WebVTT's <c.class>, <v Name>, <lang>, <ruby>,
+# <rt> and timestamps (<00:01.000>); {\an8}-style codes (SSA's, in SubRip files)
+CUE_INLINE = frozenset("b c font i lang ruby rt u v".split())
+CUE_TAG = re.compile(r"<[^<>\n]*>|\{\\[^{}\n]*\}")
+NAME = re.compile(r"</?\s*([a-zA-Z][a-zA-Z0-9-]*)")
+NO_TRANSLATE = re.compile(r"""\btranslate\s*=\s*["']?no\b|\bclass\s*=\s*["'][^"']*\bnotranslate\b""", re.I)
+
+
+class Element(NamedTuple):
+    """An inline element of a sentence: the plain text's characters [start, end) it encloses, its opening
+    and closing tags as written (``close`` "" for a void element or a comment, start == end), and for code
+    its whole HTML (``verbatim``), put back as it is."""
+    start: int
+    end: int
+    open: str
+    close: str
+    verbatim: Optional[str] = None
+
+
+class Marked(NamedTuple):
+    """A fragment of inline HTML (or a cue's line) detagged: its plain text and its elements (in the order
+    of their opening tags), the whitespace before and after it, and whether its text is written escaped
+    (HTML, WebVTT; not SubRip)."""
+    text: str
+    elements: List[Element]
+    lead: str
+    trail: str
+    escaped: bool = True
+
+
+class Translation(str):
+    """A sentence's translation (the detokenized text) with what projection needs: ``source`` and
+    ``target``, the subwords of the sentence and of the translation, and ``alignment``: for each target
+    subword, the index of the source subword it attends to most (None where the engine gives none)."""
+
+    source: List[str]
+    target: List[str]
+    alignment: Optional[List[int]]
+
+    def __new__(cls, text: str, source: Sequence[str] = (), target: Sequence[str] = (),
+                alignment: Optional[Sequence[int]] = None):
+        self = super().__new__(cls, text)
+        self.source, self.target = list(source), list(target)
+        self.alignment = None if alignment is None else list(alignment)
+        return self
+
+
+def tag_name(tag: str) -> str:
+    found = NAME.match(tag)
+    return found.group(1).lower() if found else ""
+
+
+def has_inline_tags(parts: Sequence[Tuple[bool, str]]) -> bool:
+    return any(not is_text for is_text, _ in parts)
+
+
+def inline_runs(parts: List[Tuple[bool, str]]) -> List[Tuple[bool, List[Tuple[bool, str]]]]:
+    """html_parts' parts grouped: [(True, a run of text and inline elements that holds text), (False,
+    parts kept as they are)]. Block tags, script, style, pre and textarea (with their content) end a run;
+    a comment inside one is kept in it, at its place."""
+    runs: List[Tuple[bool, List[Tuple[bool, str]]]] = []
+    current: List[Tuple[bool, str]] = []
+
+    def flush():
+        if current:
+            runs.append((any(is_text and part.strip() for is_text, part in current), list(current)))
+            current.clear()
+
+    i = 0
+    while i < len(parts):
+        is_text, part = parts[i]
+        name = "" if is_text else tag_name(part)
+        if is_text or name in INLINE or name in VOID or part.startswith("<!--"):
+            current.append(parts[i])
+            i += 1
+            continue
+        raw = RAW_TEXT.match(part) if not is_text else None
+        end = i + 1
+        if raw and not part.endswith("/>"):  # its content (one raw part) and closing tag belong to it
+            while end < len(parts) and not (not parts[end][0] and tag_name(parts[end][1]) == name
+                                            and parts[end][1].startswith("</")):
+                end += 1
+            end = min(end + 1, len(parts))
+        if name in CODE and not part.startswith("</"):
+            if not raw:  # <tt>, <kbd>, ...: parsed content, up to the closing tag
+                while end < len(parts) and not (not parts[end][0] and tag_name(parts[end][1]) == name
+                                                and parts[end][1].startswith("</")):
+                    end += 1
+                end = min(end + 1, len(parts))
+            current.extend(parts[i:end])
+        else:
+            flush()
+            runs.append((False, parts[i:end]))
+        i = end
+    flush()
+    return runs
+
+
+def detag(parts: List[Tuple[bool, str]], inline: frozenset = INLINE, escaped: bool = True) -> Marked:
+    """A run of inline_runs (or cue_parts) as its plain text and elements, ``inline`` the names of elements
+    with a closing tag. A closing tag without its opening tag in the run, or an opening tag not closed in
+    it (WebVTT's <v Name>), is kept as a void element (at its place)."""
+    chars: List[str] = []
+    elements: List[Element] = []
+    open_ones: List[Tuple[str, int]] = []  # (name, index in elements)
+
+    def add_text(s: str):
+        for c in s:
+            if not c.isspace():
+                chars.append(c)
+            elif chars and chars[-1] != " ":
+                chars.append(" ")
+
+    i = 0
+    while i < len(parts):
+        is_text, part = parts[i]
+        if is_text:
+            add_text(part)
+            i += 1
+            continue
+        name = tag_name(part)
+        closing, void = part.startswith("</"), part.endswith("/>") or part.startswith("<!")
+        if (name in CODE or name in INLINE and NO_TRANSLATE.search(part)) and not closing and not void:
+            depth, end = 0, len(parts) - 1
+            for k in range(i, len(parts)):  # up to its own closing tag
+                if not parts[k][0] and tag_name(parts[k][1]) == name and not parts[k][1].endswith("/>"):
+                    depth += -1 if parts[k][1].startswith("</") else 1
+                    if depth == 0:
+                        end = k
+                        break
+            start = len(chars)
+            for inner_is_text, inner in parts[i + 1:end]:
+                add_text(inner if inner_is_text else "" if TAG.fullmatch(inner) else html.unescape(TAG.sub("", inner)))
+            verbatim = "".join(html.escape(p, quote=False) if t else p for t, p in parts[i:end + 1])
+            elements.append(Element(start, len(chars), part, "", verbatim))
+            i = end + 1
+            continue
+        if closing and name in inline and any(n == name for n, _ in open_ones):
+            k = max(k for k, (n, _) in enumerate(open_ones) if n == name)
+            index = open_ones[k][1]
+            elements[index] = elements[index]._replace(end=len(chars), close=part)
+            del open_ones[k:]  # (those opened inside it and not closed stay void)
+        elif name in inline and not closing and not void:
+            open_ones.append((name, len(elements)))
+            elements.append(Element(len(chars), len(chars), part, ""))
+        else:  # a void element, a self-closed one, a comment, a stray closing tag
+            elements.append(Element(len(chars), len(chars), part, ""))
+            if name == "br":  # (a line break between words)
+                add_text(" ")
+        i += 1
+    if chars and chars[-1] == " ":
+        chars.pop()
+    n = len(chars)
+    elements = [e._replace(start=min(e.start, n), end=min(e.end, n)) for e in elements]
+    lead = re.match(r"\s*", parts[0][1]).group(0) if parts and parts[0][0] else ""
+    trail = re.search(r"\s*$", parts[-1][1]).group(0) if parts and parts[-1][0] else ""
+    return Marked("".join(chars), elements, lead, trail, escaped)
+
+
+def cue_parts(line: str, escaped: bool) -> List[Tuple[bool, str]]:
+    """A subtitle cue's line as [(is_text, part)]: its tags and {\\...} codes, and the text between them
+    (WebVTT's character references read where ``escaped``)."""
+    parts, at = [], 0
+    for match in CUE_TAG.finditer(line):
+        if match.start() > at:
+            parts.append((True, html.unescape(line[at:match.start()]) if escaped else line[at:match.start()]))
+        parts.append((False, match.group(0)))
+        at = match.end()
+    if at < len(line):
+        parts.append((True, html.unescape(line[at:]) if escaped else line[at:]))
+    return parts
+
+
+def sentence_spans(text: str, sentences: Sequence[str]) -> Optional[List[Tuple[int, int]]]:
+    """Where each sentence is in ``text`` (found in order), or None where one is not there verbatim."""
+    spans, at = [], 0
+    for sentence in sentences:
+        start = text.find(sentence, at)
+        if start < 0:
+            return None
+        spans.append((start, start + len(sentence)))
+        at = start + len(sentence)
+    return spans
+
+
+def word_spans(words: Sequence[str], text: str) -> List[Tuple[int, int]]:
+    """Where each word (its characters, in order) is in ``text``: its characters found one by one, spaces
+    skipped, case ignored (a truecased or lower-cased model), each near where the last one was; a
+    character not found there is skipped (normalized punctuation). A word not found at all: the empty
+    span where the search stood."""
+    spans, at = [], 0
+    folded = "".join(c.lower()[:1] for c in text)  # (one character for one: "ß", "İ" keep their places)
+    for word in words:
+        start = end = None
+        for c in word:
+            found = -1 if c.isspace() else folded.find(c.lower()[:1], at, at + 8 + len(word))
+            if found >= 0:
+                start = found if start is None else start
+                end = at = found + 1
+        spans.append((start, end) if start is not None else (at, at))
+    return spans
+
+
+def render(text: str, elements: Sequence[Element], ranges: Sequence[Optional[Tuple[int, int]]],
+           places: Sequence[int], escaped: bool = True) -> str:
+    """``text`` as HTML with each element around its character range (None: empty, at its place; code:
+    its verbatim HTML in place of the range). Elements are in opening order, parents before children, so
+    that at one position closings come first, then openings and empty elements in the source's order."""
+    inserts = []  # (position, kind, order, html)
+    code_ranges = []
+    for k, (e, span) in enumerate(zip(elements, ranges)):
+        if span is None:  # (with the openings, in the source's order)
+            inserts.append((places[k], 1, k, e.verbatim if e.verbatim is not None else e.open + e.close))
+        elif e.verbatim is not None:
+            code_ranges.append((span[0], span[1], k))
+            inserts.append((span[0], 1, k, e.verbatim))
+        else:
+            inserts.append((span[0], 1, k, e.open))
+            inserts.append((span[1], 0, -k, e.close))
+    inserts.sort()
+    out, i = [], 0
+    hidden = sorted(code_ranges)
+    cuts = sorted({0, len(text), *(p for p, _, _, _ in inserts), *(s for s, _, _ in hidden), *(t for _, t, _ in hidden)})
+    for a, b in zip(cuts, cuts[1:] + [len(text)]):
+        while i < len(inserts) and inserts[i][0] == a:
+            out.append(inserts[i][3])
+            i += 1
+        if a < b and not any(s <= a and b <= t for s, t, _ in hidden):
+            out.append(html.escape(text[a:b], quote=False) if escaped else text[a:b])
+    return "".join(out)
+
+
+def nesting(elements: Sequence[Element]) -> List[Optional[int]]:
+    """Each element's parent: the innermost earlier element with a closing tag that encloses it."""
+    parents: List[Optional[int]] = []
+    for k, e in enumerate(elements):
+        parent = None
+        for p in range(k - 1, -1, -1):
+            q = elements[p]
+            if q.close and q.start <= e.start and e.end <= q.end and (q.start < q.end or e.start == e.end):
+                parent = p
+                break
+        parents.append(parent)
+    return parents
+
+
+def project(sentence: str, elements: Sequence[Element], translation: Translation,
+            words_of: Callable[[Sequence[str]], Tuple[List[str], List[int]]], escaped: bool = True) -> str:
+    """The translation as HTML with the sentence's elements (spans of ``sentence``) on the target words
+    aligned to theirs (the module's rules). ``words_of(subwords)`` gives the pretokenized words that
+    subwords make, as the text writes them, and each subword's word (Preprocessing.words)."""
+    text = str(translation)
+    if not elements:
+        return html.escape(text, quote=False) if escaped else text
+    alignment = getattr(translation, "alignment", None)
+    if alignment is not None and len(alignment) == len(translation.target):
+        source_words, source_word_of = words_of(translation.source)
+        target_words, target_word_of = words_of(translation.target)
+    else:  # no attention from the engine: the words between spaces, each target word at its relative place
+        source_words, target_words = sentence.split(), text.split()
+    source_spans, target_spans = word_spans(source_words, sentence), word_spans(target_words, text)
+    aligned_to: List[List[int]] = [[] for _ in source_words]  # the target words aligned to each source word
+    if alignment is not None and len(alignment) == len(translation.target):
+        for j, i in enumerate(alignment):
+            if i is not None and 0 <= i < len(source_word_of):
+                aligned_to[source_word_of[i]].append(target_word_of[j])
+    elif source_words:
+        for t in range(len(target_words)):
+            aligned_to[t * len(source_words) // len(target_words)].append(t)
+
+    def place_after(position: int) -> int:
+        """The target character after the word aligned to the last source word that ends by ``position``."""
+        for w in range(len(source_spans) - 1, -1, -1):
+            if source_spans[w][1] <= position and aligned_to[w]:
+                return target_spans[max(aligned_to[w])][1]
+        return 0
+
+    parents = nesting(elements)
+    words: List[Optional[Tuple[int, int]]] = []  # target words [a, b) of each element
+    places: List[int] = []
+    for k, e in enumerate(elements):
+        covered = sorted({t for w, (s, f) in enumerate(source_spans) if s < e.end and f > e.start
+                          for t in aligned_to[w]}) if e.start < e.end else []
+        span = (covered[0], covered[-1] + 1) if covered else None
+        parent = parents[k]
+        if span and parent is not None:
+            span = None if words[parent] is None else \
+                (max(span[0], words[parent][0]), min(span[1], words[parent][1]))
+        for s in range(k):  # earlier siblings keep their words
+            other = words[s]
+            if span and other and parents[s] == parent and span[0] < other[1] and other[0] < span[1]:
+                span = (other[1], span[1]) if other[0] <= span[0] else (span[0], other[0])
+        words.append(span if span and span[0] < span[1] else None)
+        place = place_after(e.start)
+        if parent is not None:  # inside its parent's words (or where its parent went)
+            if words[parent] is None:
+                place = places[parent]
+            else:
+                a, b = target_spans[words[parent][0]][0], target_spans[words[parent][1] - 1][1]
+                place = min(max(place, a), b)
+        places.append(place)
+    ranges = [None if w is None else (target_spans[w[0]][0], target_spans[w[1] - 1][1]) for w in words]
+    return render(text, elements, ranges, places, escaped)
+
+
+def translate_marked(marked: Marked, pieces: Sequence[str], translations: Sequence[Optional[Translation]],
+                     words_of) -> str:
+    """A detagged run's HTML in the target language. ``pieces``: its plain text cut by the sentence
+    splitter, in order; ``translations``: each piece's (None for a piece kept as it is, one without
+    words). Each piece's elements are projected onto its translation (an element across pieces cut in
+    two); a void element or code between pieces goes with the piece before it. Pieces joined by a space."""
+    spans = sentence_spans(marked.text, pieces)
+    if spans is None:  # (a splitter that changed the text: one piece)
+        spans, translations = [(0, len(marked.text))], [translations[0]] if len(translations) == 1 else [None]
+    out = []
+    for n, ((start, end), translation) in enumerate(zip(spans, translations)):
+        inside = []
+        for e in marked.elements:
+            overlapped = [m for m, (s, f) in enumerate(spans) if e.start < f and e.end > s]
+            if e.start == e.end or e.verbatim is not None or not overlapped:
+                home = next((m for m, (_, f) in enumerate(spans) if e.start <= f), len(spans) - 1)
+                if home != n:
+                    continue
+            elif n not in overlapped:
+                continue
+            inside.append(Element(min(max(e.start, start), end) - start, min(max(e.end, start), end) - start,
+                                  e.open, e.close, e.verbatim))
+        piece = marked.text[start:end]
+        if translation is None:  # kept as it is, its elements where they were
+            out.append(render(piece, inside, [(e.start, e.end) if e.start < e.end else None for e in inside],
+                              [e.start for e in inside], marked.escaped))
+        else:
+            out.append(project(piece, inside, translation, words_of, marked.escaped))
+    return marked.lead + " ".join(out) + marked.trail
+
+
+class Piece:
+    """A text to translate: running text (``marked`` None: split by running_text, its layout kept; its
+    translation written ``escaped`` for HTML and WebVTT) or a run of inline markup detagged (``marked``:
+    a Marked); ``sentences``: what is translated, in order."""
+
+    def __init__(self, lang: str, text: str = "", marked=None, keep_line_breaks: bool = False,
+                 escaped: bool = False):
+        from .running_text import has_words, sentences_of, split_text
+
+        self.text, self.marked, self.escaped = text, marked, escaped
+        if marked is None:
+            self.layout, self.sentences = split_text(text, lang, keep_line_breaks)
+        else:
+            self.pieces = sentences_of(marked.text, lang) if marked.text.strip() else []
+            self.sentences = [p for p in self.pieces if has_words(p)]
+
+    def join(self, translations: Sequence[str], words_of: Callable) -> str:
+        """The piece with ``translations`` (one per sentence) in place: running text as text, a run of
+        inline HTML as HTML (words_of: Preprocessing.words, for the projection)."""
+        from .running_text import has_words, join_text, line_ending
+
+        if self.marked is None:
+            joined = join_text(self.layout, list(translations), line_ending(self.text))
+            return html.escape(joined, quote=False) if self.escaped else joined
+        left = iter(translations)
+        return translate_marked(self.marked, self.pieces, [next(left) if has_words(p) else None for p in self.pieces],
+                                words_of)
+
+
+def pieces_of(texts: Sequence[str], fmt: str, lang: str, keep_line_breaks: bool = False
+              ) -> List[List[Union[str, Piece]]]:
+    """Each text as a list of what is kept as it is (a blank text, HTML outside paragraphs) and Pieces.
+    ``fmt``: "text" (running text), "html" (HTML), "srt" or "vtt" (a subtitle cue's text, its lines
+    joined by spaces, or one line per line of a dialogue cue; a line with tags or {\\...} codes is a
+    run of inline markup)."""
+    from .running_text import list_marker
+
+    out = []
+    for text in texts:
+        items: List[Union[str, Piece]] = []
+        if fmt in ("srt", "vtt"):
+            for n, line in enumerate(text.split("\n")):
+                items += ["\n"] if n else []
+                parts = cue_parts(line, fmt == "vtt")
+                if all(is_text for is_text, _ in parts):  # (WebVTT's references read, and written again)
+                    plain = "".join(part for _, part in parts)
+                    items.append(Piece(lang, plain, keep_line_breaks=True, escaped=fmt == "vtt") if line.strip()
+                                 else line)
+                else:  # (a dialogue line's dash, kept as running text keeps a list marker)
+                    marker = list_marker(line) if parts[0][0] else ""
+                    parts[0] = (True, parts[0][1][len(marker):]) if marker else parts[0]
+                    items += [marker] if marker else []
+                    items.append(Piece(lang, marked=detag(parts, CUE_INLINE, fmt == "vtt")))
+        elif fmt != "html":
+            items.append(Piece(lang, text, keep_line_breaks=keep_line_breaks) if text.strip() else text)
+        else:
+            for translatable, run in inline_runs(html_parts(text)):
+                if not translatable:
+                    items.append(html_of(run))
+                elif len(run) == 1:  # text alone: running text between tags, its spaces around it kept
+                    part = run[0][1]
+                    lead, trail = part[:len(part) - len(part.lstrip())], part[len(part.rstrip()):]
+                    items += [html.escape(lead, quote=False),
+                              Piece(lang, part.strip(), keep_line_breaks=keep_line_breaks, escaped=True),
+                              html.escape(trail, quote=False)]
+                else:
+                    items.append(Piece(lang, marked=detag(run)))
+        out.append(items)
+    return out
+
+
+def join_pieces(items: List[Union[str, Piece]], translations: Iterator[str], words_of: Optional[Callable] = None
+                ) -> str:
+    """A text of pieces_of with each piece's translations (taken in order from ``translations``) in place."""
+    return "".join(item if isinstance(item, str) else item.join([next(translations) for _ in item.sentences], words_of)
+                   for item in items)

@@ -1,0 +1,239 @@
+"""Inline markup carried across translation (fairseq_rope_text.markup): a paragraph with inline elements is
+translated without them and each element is put back around the target words aligned to its own. First the
+rules on given alignments (every rule, each output written out), then trained reversal models, whose
+alignment is known (target word i is source word n - 1 - i): every tag on the right words on fairseq and on
+CTranslate2, the text without tags the plain sentence's translation."""
+
+import random
+import re
+
+import pytest
+
+from fairseq_rope_text.html_text import html_parts
+from fairseq_rope_text.markup import Element, Translation, detag, inline_runs, join_pieces, pieces_of, project
+
+
+def words_of(subwords):
+    """Every subword a word (no pretokenizer, no subword splitting)."""
+    return list(subwords), list(range(len(subwords)))
+
+
+def marked(fragment):
+    [(translatable, run)] = [r for r in inline_runs(html_parts(fragment)) if r[0]]
+    return detag(run)
+
+
+def translated(fragment, target, alignment, source=None):
+    """``fragment`` (one sentence) translated into the words ``target`` with ``alignment`` (target word ->
+    source word), through pieces_of and join_pieces as every way in does."""
+    [items] = pieces_of([fragment], "html", "en")
+    [piece] = [item for item in items if not isinstance(item, str)]
+    [sentence] = piece.sentences
+    translation = Translation(" ".join(target), source or sentence.split(), target, alignment)
+    return join_pieces(items, iter([translation]), words_of)
+
+
+# ---- detag --------------------------------------------------------------------------------------
+
+def test_detag_gives_the_plain_text_and_the_characters_each_element_encloses():
+    m = marked('<p>Open  <b>a <i>big</i>\n box</b> in <a href="x?a=1&amp;b=2">the city</a>.<br>Now.</p>')
+    assert m.text == "Open a big box in the city. Now."
+    assert [(m.text[e.start:e.end], e.open, e.close) for e in m.elements] == [
+        ("a big box", "<b>", "</b>"), ("big", "<i>", "</i>"), ("the city", '<a href="x?a=1&amp;b=2">', "</a>"),
+        ("", "<br>", "")]
+
+
+def test_code_and_notranslate_are_read_as_text_and_kept_verbatim():
+    m = marked('<p>Run <code>a &lt; b</code> and <span translate="no">Foo <b>Bar</b></span> or <kbd>ls</kbd>.</p>')
+    assert m.text == "Run a < b and Foo Bar or ls."
+    assert [(m.text[e.start:e.end], e.verbatim) for e in m.elements] == [
+        ("a < b", "<code>a &lt; b</code>"), ("Foo Bar", '<span translate="no">Foo <b>Bar</b></span>'),
+        ("ls", "<kbd>ls</kbd>")]
+
+
+def test_block_tags_script_and_pre_end_a_paragraph_inline_tags_do_not():
+    runs = inline_runs(html_parts('<div>A <b>b</b><p>C</p><script>x = "<b>";</script><pre>D <i>e</i></pre>'
+                                  ' F <em>g</em></div>'))
+    assert [(translatable, "".join(part for _, part in run)) for translatable, run in runs] == [
+        (False, "<div>"), (True, "A <b>b</b>"), (False, "<p>"), (True, "C"), (False, "</p>"),
+        (False, '<script>x = "<b>";</script>'), (False, "<pre>D <i>e</i></pre>"),
+        (True, " F <em>g</em>"), (False, "</div>")]
+
+
+def test_unclosed_and_stray_tags_are_kept_as_void_elements():
+    m = marked("<p>A <b>b c</p>")
+    assert [(e.start, e.end, e.open, e.close) for e in m.elements] == [(2, 2, "<b>", "")]
+    m = marked("<p>A </i>b</p>")
+    assert [(e.start, e.end, e.open, e.close) for e in m.elements] == [(2, 2, "</i>", "")]
+
+
+# ---- projection -----------------------------------------------------------------------------------
+
+def test_a_tag_lands_on_the_target_words_aligned_to_its_words():
+    out = translated("<p>The old man will open <b>a beautiful box</b> in the city.</p>",
+                     "Der alte Mann wird eine schöne Kiste in der Stadt öffnen .".split(),
+                     [0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 4, 11],
+                     source="The old man will open a beautiful box in the city .".split())
+    assert out == "<p>Der alte Mann wird <b>eine schöne Kiste</b> in der Stadt öffnen .</p>"
+
+
+def test_reversed_words_nested_and_sibling_tags():
+    # w0 w1 w2 w3 w4 -> w4 w3 w2 w1 w0
+    source = "<p>w0 <b>w1 <i>w2</i></b> <a href='#'>w3</a> w4</p>"
+    out = translated(source, ["w4", "w3", "w2", "w1", "w0"], [4, 3, 2, 1, 0])
+    assert out == "<p>w4 <a href='#'>w3</a> <b><i>w2</i> w1</b> w0</p>"
+
+
+def test_a_phrase_stays_whole_and_a_sibling_loses_the_words_an_earlier_one_took():
+    # b's words align to target 0 and 2: it covers 0..2; i's word aligns to 1, inside b's range: i loses it
+    out = translated("<p><b>x y</b> <i>z</i></p>", ["X", "Z", "Y"], [0, 2, 1])
+    assert out == "<p><b>X Z Y</b><i></i></p>"
+
+
+def test_a_child_is_clipped_to_its_parents_words():
+    out = translated("<p><b>x <i>y</i></b> z</p>", ["X", "Z", "Y"], [0, 2, 1])
+    # b covers X..Y (0..2); i (y -> Y) inside it
+    assert out == "<p><b>X Z <i>Y</i></b></p>"
+
+
+def test_an_element_whose_words_align_nowhere_goes_empty_after_the_word_before_it():
+    out = translated("<p>x <b>y</b> z</p>", ["X", "Z"], [0, 2])
+    assert out == "<p>X<b></b> Z</p>"
+    out = translated("<p><b>y</b> z</p>", ["Z"], [1])
+    assert out == "<p><b></b>Z</p>"
+
+
+def test_void_elements_go_after_the_target_word_aligned_to_the_word_before_them():
+    out = translated('<p>x y<img src="a.png"> z</p>', ["Z", "X", "Y"], [2, 0, 1])
+    assert out == '<p>Z X Y<img src="a.png"></p>'
+
+
+def test_code_replaces_the_words_aligned_to_it_and_comes_back_verbatim():
+    out = translated("<p>run <code>ls -l</code> now</p>", ["jetzt", "LS", "L", "ausführen"], [3, 1, 2, 0],
+                     source=["run", "ls", "-l", "now"])
+    assert out == "<p>jetzt <code>ls -l</code> ausführen</p>"
+    out = translated("<p>run <code>ls</code> now</p>", ["jetzt", "ausführen"], [2, 0])  # aligned nowhere
+    assert out == "<p>jetzt ausführen<code>ls</code></p>"
+
+
+def test_an_element_across_a_sentence_end_is_closed_and_opened_again():
+    [items] = pieces_of(["<p>A x <b>y. B z</b> w.</p>"], "html", "en")
+    [piece] = [item for item in items if not isinstance(item, str)]
+    assert piece.sentences == ["A x y.", "B z w."]
+    translations = [Translation("a x y .", ["A", "x", "y."], ["a", "x", "y", "."], [0, 1, 2, 2]),
+                    Translation("b z w .", ["B", "z", "w."], ["b", "z", "w", "."], [0, 1, 2, 2])]
+    assert join_pieces(items, iter(translations), words_of) == "<p>a x <b>y .</b> <b>b z</b> w .</p>"
+
+
+def test_without_an_alignment_each_target_word_goes_to_its_relative_place():
+    element = Element(2, 3, "<b>", "</b>")
+    out = project("a b c d", [element], Translation("A B C D", "a b c d".split(), "A B C D".split()), words_of)
+    assert out == "A <b>B</b> C D"
+    assert project("a b c d", [element], "A B C D E F G H", words_of) == "A B <b>C D</b> E F G H"  # (in context)
+
+
+def test_text_is_escaped_and_tags_attributes_are_kept_as_written():
+    out = translated('<p>x &amp; <a title="1 &lt; 2" href=\'y\'>y</a></p>', ["X", "&", "Y"], [0, 1, 2])
+    assert out == "<p>X &amp; <a title=\"1 &lt; 2\" href='y'>Y</a></p>"
+
+
+def test_a_paragraph_without_inline_tags_keeps_its_layout_as_running_text():
+    text = "<p>\n  one two.\n  three four.\n</p>"
+    [items] = pieces_of([text], "html", "en")
+    [piece] = [item for item in items if not isinstance(item, str)]
+    assert piece.marked is None and piece.sentences == ["one two.", "three four."]
+    out = join_pieces(items, iter(s.upper() for s in piece.sentences), words_of)
+    assert out == "<p>\n  ONE TWO.\n  THREE FOUR.\n</p>"
+
+
+# ---- trained models: the alignment the engines give ------------------------------------------------------
+
+def tagged_cases(sentences, seed=0):
+    """For each sentence of 4+ words, a random phrase of it in <b>."""
+    rng = random.Random(seed)
+    cases = []
+    for sentence in sentences:
+        words = sentence.split()
+        if len(words) >= 4:
+            a = rng.randrange(len(words) - 1)
+            cases.append((words, a, rng.randrange(a + 1, min(len(words), a + 4) + 1)))
+    return cases
+
+
+def test_both_engines_align_alike_and_a_tagged_sentence_translates_as_the_plain_one(reversal_models, tmp_path,
+                                                                                   monkeypatch):
+    """A trained reversal model on fairseq and on CTranslate2 (batches of sentences of several lengths):
+    each translation's alignment the same, subword for subword; sentences with a phrase in <b> come back
+    with one <b> element each, the same HTML on both engines, and without the tags the plain translation."""
+    pytest.importorskip("ctranslate2")
+    import shutil
+
+    from fairseq_rope.hub import load_translator
+    from fairseq_rope_text.preprocessing import resolve
+
+    root, checkpoints = reversal_models
+    (tmp_path / "model").mkdir()
+    shutil.copyfile(checkpoints["interleaved"], tmp_path / "model" / "checkpoint_best.pt")
+    shutil.copytree(root / "bin", tmp_path / "bin")
+    resolve(str(tmp_path / "bin"), "src", "tgt", bpe_codes=str(root / "codes")).write(str(tmp_path / "bin"))
+    monkeypatch.setenv("FAIRSEQ_ROPE_CT2_CACHE", str(tmp_path / "ct2"))
+    engines = [load_translator(tmp_path / "model", tmp_path / "bin", backend=backend, threads=1)
+               for backend in ("fairseq", "ctranslate2")]
+    sentences = (root / "raw.src").read_text().splitlines()[:120]
+    subwords = [engines[0].subwords(s) for s in sentences]
+    fairseq, ct2 = ([nbest[0] for nbest in mt.translate_subwords(subwords)] for mt in engines)
+    assert fairseq == ct2 and len(set(fairseq)) > 60
+    assert [t.alignment for t in fairseq] == [t.alignment for t in ct2]
+    assert all(len(t.alignment) == len(t.target) and t.source == s for t, s in zip(fairseq, subwords))
+    cases = tagged_cases(sentences)
+    pages = [f"<p>{' '.join(w[:a])} <b>{' '.join(w[a:b])}</b> {' '.join(w[b:])}</p>" for w, a, b in cases]
+    html_fairseq, html_ct2 = (mt.translate_texts(pages, "html")[0] for mt in engines)
+    assert html_fairseq == html_ct2
+    plain = engines[0].translate_texts([" ".join(w) for w, _, _ in cases])[0]
+    for page, out, text in zip(pages, html_fairseq, plain):
+        assert out.startswith("<p>") and out.endswith("</p>") and out.count("<b>") == out.count("</b>") == 1, page
+        assert " ".join(re.sub(r"</?(b|p)>", " ", out).split()) == text, (page, out)
+
+
+# ---- subtitles --------------------------------------------------------------------------------------
+
+def translated_file(data, fmt, translations):
+    """A subtitle file through read_document, pieces_of and join_pieces with given translations (one per
+    sentence, in order) and the alignment each carries."""
+    from fairseq_rope_text.files import read_document
+
+    document = read_document(data.encode(), fmt, f"x.{fmt}")
+    assert document.markup == fmt
+    texts = pieces_of(document.units, fmt, "en")
+    left = iter(translations)
+    return document.write([join_pieces(items, left, words_of) for items in texts]).decode()
+
+
+def test_a_cues_tags_land_on_the_aligned_words_and_speaker_and_position_stay_at_its_start():
+    vtt = ("WEBVTT\n\n00:01.000 --> 00:04.000\n<v Anna>x y\n<i>z w</i> v.\n\n"
+           "00:05.000 --> 00:06.000\n- a <c.yellow>b c</c>.\n- d &amp; e.\n")
+    out = translated_file(vtt, "vtt", [
+        Translation("V Z W X Y.", ["x", "y", "z", "w", "v."], ["V", "Z", "W", "X", "Y."], [4, 2, 3, 0, 1]),
+        Translation("B C A.", ["a", "b", "c."], ["B", "C", "A."], [1, 2, 0]),
+        "D & E."])
+    assert out == ("WEBVTT\n\n00:01.000 --> 00:04.000\n<v Anna>V <i>Z\nW</i> X Y.\n\n"
+                   "00:05.000 --> 00:06.000\n- <c.yellow>B C</c> A.\n- D &amp; E.\n")
+    srt = "1\n00:00:01,000 --> 00:00:02,000\n{\\an8}<font color=\"red\">x y</font> & z.\n"
+    out = translated_file(srt, "srt", [Translation("Z & X Y.", ["x", "y", "&", "z."], ["Z", "&", "X", "Y."],
+                                                   [3, 2, 0, 1])])
+    assert out == "1\n00:00:01,000 --> 00:00:02,000\n{\\an8}Z & <font color=\"red\">X Y.</font>\n"
+
+
+def test_a_cue_line_never_breaks_inside_a_tag():
+    from fairseq_rope_text.files import wrap
+
+    assert wrap('<font color="red">aaaa bbbb</font> cccc', [9, 4]) == ['<font color="red">aaaa bbbb</font>', "cccc"]
+    assert wrap('<font color="red">aaaa</font> bbbb', [4, 4]) == ['<font color="red">aaaa</font>', "bbbb"]
+
+
+def test_words_are_found_in_the_text_whatever_their_case_and_letters_that_lower_case_to_two():
+    from fairseq_rope_text.markup import word_spans
+
+    text = "Diese große Mutter, İstanbul's MAUS."
+    spans = word_spans(["diese", "große", "Mutter", ",", "İstanbul", "'s", "maus", "."], text)
+    assert [text[a:b] for a, b in spans] == ["Diese", "große", "Mutter", ",", "İstanbul", "'s", "MAUS", "."]
