@@ -2,12 +2,13 @@
 translations in place, in the same format.
 
     from fairseq_rope_text.files import translate_file
-    translate_file("talk.srt", "talk.de.srt", lambda units: [mt.translate_text(u) for u in units])
+    translate_file("talk.srt", "talk.de.srt", lambda units, markup: mt.translate_texts(units, markup)[0])
 
 A file is read into *units*, each a piece of running text that the caller translates with its layout
-(fairseq_rope_text.running_text: split into sentences, put back); ``translate_units(units)`` returns one
-translation per unit, in order, and the file is written back with each unit's translation where the unit
-was, everything else as it was. So this module knows nothing of a model.
+(fairseq_rope_text.running_text: split into sentences, put back) and its inline markup (``markup``: "text",
+"html", "srt" or "vtt": fairseq_rope_text.markup); ``translate_units(units, markup)`` returns one translation
+per unit, in order, and the file is written back with each unit's translation where the unit was,
+everything else as it was. So this module knows nothing of a model.
 
 * ``.txt``: the whole text is one unit (the running text of fairseq-rope-translate).
 * ``.html``, ``.htm``: each paragraph (the text between block tags, with its inline elements: bold,
@@ -124,20 +125,20 @@ def read_document(data: bytes, fmt: str, name: str) -> Document:
     raise FileError(f"format {fmt!r} is not one of: {', '.join(FORMATS)}")
 
 
-def translate_bytes(data: bytes, fmt: str, name: str, translate_units: Callable[[List[str]], List[str]]) -> bytes:
+def translate_bytes(data: bytes, fmt: str, name: str, translate_units: Callable[[List[str], str], List[str]]) -> bytes:
     """The file ``data`` translated (see the module's text)."""
     document = read_document(data, fmt, name)
-    return document.write(translate_units(document.units) if document.units else [])
+    return document.write(translate_units(document.units, document.markup) if document.units else [])
 
 
-def translate_file(path_in: str, path_out: str, translate_units: Callable[[List[str]], List[str]],
+def translate_file(path_in: str, path_out: str, translate_units: Callable[[List[str], str], List[str]],
                    fmt: Optional[str] = None) -> int:
     """``path_in`` translated into ``path_out``, in the same format (``fmt``, or ``path_in``'s extension's);
     the number of units translated."""
     fmt = file_format(path_in, fmt)
     with open(path_in, "rb") as f:
         document = read_document(f.read(), fmt, path_in)
-    data = document.write(translate_units(document.units) if document.units else [])
+    data = document.write(translate_units(document.units, document.markup) if document.units else [])
     import tempfile
 
     handle, staging = tempfile.mkstemp(prefix=f".{os.path.basename(path_out)}.", dir=os.path.dirname(

@@ -59,7 +59,7 @@ class Marking:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, units):
+    def __call__(self, units, markup):
         self.calls.append(list(units))
         return [upper(unit) for unit in units]
 
@@ -69,7 +69,7 @@ def upper(unit):
     return re.sub(r"(<[^>]*>|&#?\w+;)|([^<&]+|[<&])", lambda m: m.group(1) or m.group(2).upper(), unit)
 
 
-def same(units):
+def same(units, markup):
     return list(units)
 
 
@@ -103,10 +103,10 @@ def test_a_text_format_comes_back_byte_for_byte_and_each_unit_is_translated_once
 def test_a_cue_of_several_lines_is_one_unit_wrapped_back_into_as_many_lines():
     srt = "7\n00:00:01,000 --> 00:00:02,000\nThe dog sees\nthe red house\nand it runs.\n"
     german = "Der Hund sieht das rote Haus und er rennt weg."
-    out = translate_bytes(srt.encode(), "srt", "a.srt", lambda units: [german])
+    out = translate_bytes(srt.encode(), "srt", "a.srt", lambda units, markup: [german])
     # the lines broke after 12 and 26 of 39 characters: the spaces nearest 12/39 and 26/39 of the translation
     assert out.decode() == "7\n00:00:01,000 --> 00:00:02,000\nDer Hund sieht\ndas rote Haus und\ner rennt weg.\n"
-    short = translate_bytes(srt.encode(), "srt", "a.srt", lambda units: ["Ja."])  # fewer words than lines
+    short = translate_bytes(srt.encode(), "srt", "a.srt", lambda units, markup: ["Ja."])  # fewer words than lines
     assert short.decode() == "7\n00:00:01,000 --> 00:00:02,000\nJa.\n"
 
 
@@ -235,8 +235,7 @@ def mt(model):  # noqa: F811
 def expected(data, fmt, mt):
     """The file as translated unit by unit with the in-process API: translate_text, or for a unit with
     markup (HTML, a subtitle cue) translate_texts of that unit alone."""
-    markup = read_document(data, fmt, f"x.{fmt}").markup
-    return translate_bytes(data, fmt, f"x.{fmt}", lambda units: [
+    return translate_bytes(data, fmt, f"x.{fmt}", lambda units, markup: [
         mt.translate_text(u) if markup == "text" else mt.translate_texts([u], markup)[0][0] for u in units])
 
 
@@ -448,7 +447,7 @@ def test_a_translation_with_blank_lines_never_writes_a_blank_line_inside_a_cue()
     trailing line break) are left out, so that the next cue's number and timing still follow a blank line."""
     srt = ("1\n00:00:01,000 --> 00:00:02,000\n- Yes.\n- No.\n\n"
            "2\n00:00:03,000 --> 00:00:04,000\nThe dog runs.\n")
-    out = translate_bytes(srt.encode(), "srt", "a.srt", lambda units: ["- Ja.\n\n- Nein.\n", "Der Hund\n\nrennt.\n"])
+    out = translate_bytes(srt.encode(), "srt", "a.srt", lambda units, markup: ["- Ja.\n\n- Nein.\n", "Der Hund\n\nrennt.\n"])
     assert out.decode() == ("1\n00:00:01,000 --> 00:00:02,000\n- Ja.\n- Nein.\n\n"
                             "2\n00:00:03,000 --> 00:00:04,000\nDer Hund\nrennt.\n")
     assert read_document(out, "srt", "b.srt").units == ["- Ja.\n- Nein.", "Der Hund rennt."]
@@ -462,5 +461,5 @@ def test_a_wrapped_line_breaks_at_the_space_nearest_the_proportional_break_not_o
     assert wrap("abc de fg", [4, 4]) == ["abc", "de fg"]
     assert wrap("a bc de f", [2, 2, 2]) == ["a", "bc de", "f"]
     srt = "1\n00:00:01,000 --> 00:00:02,000\nabcd\nefgh\n"
-    out = translate_bytes(srt.encode(), "srt", "a.srt", lambda units: ["abc de fg"])
+    out = translate_bytes(srt.encode(), "srt", "a.srt", lambda units, markup: ["abc de fg"])
     assert out.decode() == "1\n00:00:01,000 --> 00:00:02,000\nabc\nde fg\n"

@@ -94,6 +94,10 @@ def test_a_child_is_clipped_to_its_parents_words():
     out = translated("<p><b>x <i>y</i></b> z</p>", ["X", "Z", "Y"], [0, 2, 1])
     # b covers X..Y (0..2); i (y -> Y) inside it
     assert out == "<p><b>X Z <i>Y</i></b></p>"
+    # b (x, y -> T0, T2) loses T1 onwards to its earlier sibling a (w -> T1): b keeps T0, and its child i (y -> T2)
+    # is clipped to b's words, none left: empty, after T0
+    out = translated('<p><a href="#">w</a> <b>x <i>y</i></b></p>', ["T0", "T1", "T2"], [1, 0, 2])
+    assert out == '<p><b>T0</b><i></i> <a href="#">T1</a> T2</p>'
 
 
 def test_an_element_whose_words_align_nowhere_goes_empty_after_the_word_before_it():
@@ -229,6 +233,7 @@ def test_a_cue_line_never_breaks_inside_a_tag():
 
     assert wrap('<font color="red">aaaa bbbb</font> cccc', [9, 4]) == ['<font color="red">aaaa bbbb</font>', "cccc"]
     assert wrap('<font color="red">aaaa</font> bbbb', [4, 4]) == ['<font color="red">aaaa</font>', "bbbb"]
+    assert wrap("<v Joe Smith>aaaa bbbb", [2, 7]) == ["<v Joe Smith>aaaa", "bbbb"]  # (the tag's spaces are nearer)
 
 
 def test_words_are_found_in_the_text_whatever_their_case_and_letters_that_lower_case_to_two():
