@@ -115,8 +115,8 @@ class TranslatorInterface:
                         beam: Optional[int] = None, lenpen: Optional[float] = None, batch_size: int = 32,
                         progress: Optional[Callable[[int, int], None]] = None
                         ) -> Tuple[List[str], List[str], List[str]]:
-        """Texts (``fmt`` "text": running text as :meth:`translate_text`; "html": as :meth:`translate_html`)
-        translated together, every text's sentences ``batch_size`` at a time (a model trained with context:
+        """Texts (``fmt`` "text": running text as :meth:`translate_text`; "html": as :meth:`translate_html`;
+        "srt", "vtt": a subtitle cue's text, its tags carried across as HTML's) translated together, every text's sentences ``batch_size`` at a time (a model trained with context:
         the texts in order, as one document). Returns (the translated texts, the sentences, their
         translations)."""
         from fairseq_rope_text.markup import join_pieces, pieces_of

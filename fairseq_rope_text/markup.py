@@ -49,6 +49,7 @@ VOID = frozenset("br img wbr".split())
 CUE_INLINE = frozenset("b c font i lang ruby rt u v".split())
 CUE_TAG = re.compile(r"<[^<>\n]*>|\{\\[^{}\n]*\}")
 NAME = re.compile(r"</?\s*([a-zA-Z][a-zA-Z0-9-]*)")
+MARKUPS = ("text", "html", "srt", "vtt")  # what pieces_of reads
 NO_TRANSLATE = re.compile(r"""\btranslate\s*=\s*["']?no\b|\bclass\s*=\s*["'][^"']*\bnotranslate\b""", re.I)
 
 
@@ -94,10 +95,6 @@ class Translation(str):
 def tag_name(tag: str) -> str:
     found = NAME.match(tag)
     return found.group(1).lower() if found else ""
-
-
-def has_inline_tags(parts: Sequence[Tuple[bool, str]]) -> bool:
-    return any(not is_text for is_text, _ in parts)
 
 
 def inline_runs(parts: List[Tuple[bool, str]]) -> List[Tuple[bool, List[Tuple[bool, str]]]]:
@@ -417,6 +414,8 @@ def pieces_of(texts: Sequence[str], fmt: str, lang: str, keep_line_breaks: bool 
     run of inline markup)."""
     from .running_text import list_marker
 
+    if fmt not in MARKUPS:
+        raise ValueError(f"format {fmt!r} is not one of: {', '.join(MARKUPS)}")
     out = []
     for text in texts:
         items: List[Union[str, Piece]] = []

@@ -242,3 +242,8 @@ def test_words_are_found_in_the_text_whatever_their_case_and_letters_that_lower_
     text = "Diese große Mutter, İstanbul's MAUS."
     spans = word_spans(["diese", "große", "Mutter", ",", "İstanbul", "'s", "maus", "."], text)
     assert [text[a:b] for a, b in spans] == ["Diese", "große", "Mutter", ",", "İstanbul", "'s", "MAUS", "."]
+
+
+def test_a_format_pieces_of_does_not_read_is_an_error_naming_it():
+    with pytest.raises(ValueError, match="format 'htm' is not one of: text, html, srt, vtt"):
+        pieces_of(["<p>x</p>"], "htm", "en")
