@@ -551,7 +551,9 @@ class Server:
         path = os.path.join(self.folder, name)
         with open(path, "wb") as f:
             f.write(translated)
-        self.files[name] = (path, download, files.MEDIA_TYPES[fmt], time.monotonic() + self.limits.file_keep)
+        media_type = files.MEDIA_TYPES[fmt] if document.encoding in (None, "utf-8") else \
+            f"text/html; charset={document.encoding}"  # (a page in the charset it declares)
+        self.files[name] = (path, download, media_type, time.monotonic() + self.limits.file_keep)
         return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
 
     async def download_file(self, request: Request):

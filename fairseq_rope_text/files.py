@@ -90,10 +90,12 @@ def file_format(name: str, given: Optional[str] = None) -> str:
 
 class Document:
     """A file read: its ``units`` to translate (``markup`` "text": running text; "html": paragraphs of
-    inline HTML, fairseq_rope_text.markup), and ``write(translations)``, the file's bytes with them."""
+    inline HTML, fairseq_rope_text.markup), and ``write(translations)``, the file's bytes with them, in its
+    ``encoding`` (a text file's: UTF-8, or the charset an HTML page declares)."""
 
-    def __init__(self, units: List[str], write: Callable[[List[str]], bytes], markup: str = "text"):
-        self.units, self._write, self.markup = units, write, markup
+    def __init__(self, units: List[str], write: Callable[[List[str]], bytes], markup: str = "text",
+                 encoding: Optional[str] = None):
+        self.units, self._write, self.markup, self.encoding = units, write, markup, encoding
 
     def write(self, translations: List[str]) -> bytes:
         if len(translations) != len(self.units):
@@ -105,24 +107,69 @@ def read_document(data: bytes, fmt: str, name: str) -> Document:
     """The file ``data`` (named ``name`` in errors) of format ``fmt``."""
     if fmt == "docx":
         return read_docx(data, name)
+    encoding = declared_charset(data, name) if fmt == "html" else None
+    if encoding:
+        return read_html(data, name, encoding)
     bom, text = decode(data, name)
     if fmt == "txt":
         units = [text] if text.strip() else []
         return Document(units, lambda t: (bom + (t[0] if units else text)).encode("utf-8"))
     if fmt == "html":
-        runs = [(translatable, html_of(run)) for translatable, run in inline_runs(html_parts(text))]
-
-        def write_html(translations: List[str]) -> bytes:
-            left = iter(translations)
-            return (bom + "".join(next(left) if translatable else kept for translatable, kept in runs)).encode("utf-8")
-
-        return Document([run for translatable, run in runs if translatable], write_html, "html")
+        return html_document(text, bom, "utf-8")
     if fmt in ("srt", "vtt"):
         layout = read_subtitles(text, fmt, name)
         cues = [item for item in layout if isinstance(item, Cue)]
         return Document([cue.unit() for cue in cues],
                         lambda t: (bom + write_subtitles(layout, iter(t))).encode("utf-8"), fmt)
     raise FileError(f"format {fmt!r} is not one of: {', '.join(FORMATS)}")
+
+
+def html_document(text: str, bom: str, encoding: str) -> Document:
+    """A page's paragraphs as units, written back in ``encoding`` (a character it lacks as a character
+    reference, &#NNNN;, which HTML reads as the character)."""
+    runs = [(translatable, html_of(run)) for translatable, run in inline_runs(html_parts(text))]
+
+    def write_html(translations: List[str]) -> bytes:
+        left = iter(translations)
+        page = bom + "".join(next(left) if translatable else kept for translatable, kept in runs)
+        return page.encode(encoding, errors="xmlcharrefreplace")
+
+    return Document([run for translatable, run in runs if translatable], write_html, "html", encoding)
+
+
+# the charset a page declares in its first 1024 bytes (HTML's prescan): <meta charset=...> or
+# <meta http-equiv="Content-Type" content="text/html; charset=...">
+CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+
+
+def declared_charset(data: bytes, name: str) -> Optional[str]:
+    """The encoding an HTML page declares where it is not UTF-8 (None: UTF-8, by its byte-order mark, its
+    declaration or none); a label Python does not know is a FileError naming it."""
+    import codecs
+
+    if data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+        return None
+    found = CHARSET.search(data[:1024])
+    if not found:
+        return None
+    label = found.group(1).decode("ascii").lower()
+    try:
+        encoding = codecs.lookup(label).name
+    except LookupError:
+        raise FileError(f"{name} declares charset {label!r}, an encoding not known here; expected UTF-8 or an "
+                        "encoding Python's codecs read (ISO-8859-1, windows-1252, ...)") from None
+    return None if encoding == "utf-8" else encoding
+
+
+def read_html(data: bytes, name: str, encoding: str) -> Document:
+    """A page in the encoding it declares (``encoding``), written back in it."""
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise FileError(f"{name}, line {line}: not {encoding} as it declares (byte 0x{data[error.start]:02x})") \
+            from None
+    return html_document(text, "", encoding)
 
 
 def translate_bytes(data: bytes, fmt: str, name: str, translate_units: Callable[[List[str], str], List[str]]) -> bytes:

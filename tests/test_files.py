@@ -463,3 +463,26 @@ def test_a_wrapped_line_breaks_at_the_space_nearest_the_proportional_break_not_o
     srt = "1\n00:00:01,000 --> 00:00:02,000\nabcd\nefgh\n"
     out = translate_bytes(srt.encode(), "srt", "a.srt", lambda units, markup: ["abc de fg"])
     assert out.decode() == "1\n00:00:01,000 --> 00:00:02,000\nabc\nde fg\n"
+
+
+def test_a_page_in_the_charset_it_declares_is_read_and_written_in_it(short_mt, files_dir):
+    """A Latin-1 page that says so (<meta charset> or http-equiv) is read in it and written back in it, its
+    declaration still true; a character Latin-1 lacks comes back as a character reference; the server's
+    download says the charset. A page that declares what its bytes are not is one line naming the line."""
+    for head in ('<meta charset="ISO-8859-1">', '<meta http-equiv="Content-Type" content="text/html; charset=latin1">'):
+        page = f"<html><head>{head}</head><body><p>Caf\u00e9 \u00fcber alles.</p><p>Stra\u00dfe.</p></body></html>"
+        data = page.encode("latin-1")
+        document = read_document(data, "html", "a.html")
+        assert document.encoding == "iso8859-1" and document.units == ["Caf\u00e9 \u00fcber alles.", "Stra\u00dfe."]
+        out = document.write(["\u00c9t\u00e9 \u2192 gr\u00fcn.", "Stra\u00dfe."])
+        assert out == page.replace("Caf\u00e9 \u00fcber alles.", "\u00c9t\u00e9 &#8594; gr\u00fcn.").encode("latin-1")
+    with served(short_mt) as client:
+        url = send(client, "a.html", data).json()["translatedFileUrl"]
+        got = client.get(url)
+        assert got.headers["content-type"] == "text/html; charset=iso8859-1" and head.encode() in got.content
+    utf8 = '<meta charset="utf-8"><p>Caf\u00e9</p>'.encode()
+    assert read_document(utf8, "html", "b.html").encoding == "utf-8"
+    with pytest.raises(FileError, match=r"c.html, line 2: not cp1252 as it declares \(byte 0x81\)"):
+        read_document(b'<meta charset="windows-1252">\n<p>\x81</p>', "html", "c.html")
+    with pytest.raises(FileError, match="d.html declares charset 'klingon', an encoding not known here"):
+        read_document(b'<meta charset="klingon"><p>x</p>', "html", "d.html")
