@@ -19,7 +19,8 @@ everything else as it was. So this module knows nothing of a model.
   the cue's lines broke (in proportion); a dialogue cue (every line starting with a dash) keeps a unit
   line per line. Cue numbers, identifiers, timing lines with their settings, the WEBVTT header and NOTE,
   STYLE and REGION blocks, blank lines, line endings and a byte-order mark are kept byte for byte; a cue
-  without text is kept as it is. Markup inside a cue's text (``<i>``, ``<c.yellow>``, ``{\\an8}``,
+  without text is kept as it is; a WebVTT cue's text ends at a line with "-->", where WebVTT's parser
+  starts a new cue (a SubRip file needs its blank line). Markup inside a cue's text (``<i>``, ``<c.yellow>``, ``{\\an8}``,
   ``<v Joe>``) is carried across the translation onto the aligned words (fairseq_rope_text.markup; an
   unclosed ``<v Joe>`` or a code at the cue's start stays at its start).
 * ``.docx`` (python-docx, imported when needed: ``pip install 'fairseq-rope[files]'``): each paragraph
@@ -323,10 +324,13 @@ def read_subtitles(text: str, fmt: str, name: str) -> List[Union[str, Cue]]:
             raise FileError(f"{name}, line {block + 1}: expected a timing line ({example}), got {first[:60]!r}")
         layout.extend("".join(line) for line in lines[block:block + head])
         text_lines = lines[block + head:at]
-        for n, (line, _) in enumerate(text_lines, block + head + 1):
+        for k, (line, _) in enumerate(text_lines):
+            if "-->" in line and fmt == "vtt":  # WebVTT's parser ends the cue's text there: a new cue starts
+                text_lines, at = text_lines[:k], block + head + k
+                break
             if "-->" in line:
-                raise FileError(f"{name}, line {n}: a timing line inside a cue's text ({line[:60]!r}); expected a "
-                                "blank line before each cue")
+                raise FileError(f"{name}, line {block + head + k + 1}: a timing line inside a cue's text "
+                                f"({line[:60]!r}); expected a blank line before each cue")
         if text_lines:
             layout.append(Cue([line for line, _ in text_lines], [ending for _, ending in text_lines]))
     return layout

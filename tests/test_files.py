@@ -486,3 +486,15 @@ def test_a_page_in_the_charset_it_declares_is_read_and_written_in_it(short_mt, f
         read_document(b'<meta charset="windows-1252">\n<p>\x81</p>', "html", "c.html")
     with pytest.raises(FileError, match="d.html declares charset 'klingon', an encoding not known here"):
         read_document(b'<meta charset="klingon"><p>x</p>', "html", "d.html")
+
+
+def test_a_webvtt_cue_that_runs_into_the_next_timing_line_ends_there_as_webvtts_parser_reads_it():
+    """WebVTT's parsing rules end a cue's text at a line with "-->" and start a new cue there (no blank line
+    between them); SubRip's files keep the blank line, and one without it stays an error naming the line."""
+    vtt = "WEBVTT\n\n00:01.000 --> 00:02.000\nA b.\n00:03.000 --> 00:04.000\nC d.\nE f.\n"
+    document = read_document(vtt.encode(), "vtt", "x.vtt")
+    assert document.units == ["A b.", "C d. E f."]
+    assert document.write(["X.", "Y z w v."]).decode() == \
+        "WEBVTT\n\n00:01.000 --> 00:02.000\nX.\n00:03.000 --> 00:04.000\nY z\nw v.\n"
+    with pytest.raises(FileError, match="x.vtt, line 5: expected a timing line"):
+        read_document(b"WEBVTT\n\n00:01.000 --> 00:02.000\nA\n00:03 --> 00:04\n", "vtt", "x.vtt")
