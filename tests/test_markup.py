@@ -247,3 +247,20 @@ def test_words_are_found_in_the_text_whatever_their_case_and_letters_that_lower_
 def test_a_format_pieces_of_does_not_read_is_an_error_naming_it():
     with pytest.raises(ValueError, match="format 'htm' is not one of: text, html, srt, vtt"):
         pieces_of(["<p>x</p>"], "htm", "en")
+
+
+def test_the_words_that_subwords_make_are_the_pretokenized_words_for_every_subword_type(tmp_path):
+    """Preprocessing.words, what projection reads: subword-nmt's pieces joined at their separator (Moses'
+    "@-@" back to "-"), sentencepiece's at each "\u2581", no subwords: each a word of its own."""
+    from fairseq_rope_text.preprocessing import Preprocessing
+
+    (tmp_path / "codes").write_text("#version: 0.2\n")
+    (tmp_path / "spm.model").write_bytes(b"")
+    bpe = Preprocessing("en", "de", codes=str(tmp_path / "codes"))
+    assert bpe.words(["Re@@", "ad", "the", "e@@", "-@@", "mail", "@-@", "box", "."]) == \
+        (["Read", "the", "e-mail", "-", "box", "."], [0, 0, 1, 2, 2, 2, 3, 4, 5])
+    spm = Preprocessing("en", "de", pretokenizer="none", subword="sentencepiece",
+                        sentencepiece_model=str(tmp_path / "spm.model"))
+    assert spm.words(["\u2581Re", "ad", "\u2581the", "\u2581box", "."]) == (["Read", "the", "box."], [0, 0, 1, 2, 2])
+    none = Preprocessing("en", "de", pretokenizer="none", subword="none")
+    assert none.words(["a", "b@@"]) == (["a", "b@@"], [0, 1])
