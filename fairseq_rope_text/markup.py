@@ -384,26 +384,35 @@ class Piece:
 
     def __init__(self, lang: str, text: str = "", marked=None, keep_line_breaks: bool = False,
                  escaped: bool = False):
-        from .running_text import has_words, sentences_of, split_text
+        from .running_text import Unit, split_text
 
         self.text, self.marked, self.escaped = text, marked, escaped
         if marked is None:
             self.layout, self.sentences = split_text(text, lang, keep_line_breaks)
-        else:
-            self.pieces = sentences_of(marked.text, lang) if marked.text.strip() else []
-            self.sentences = [p for p in self.pieces if has_words(p)]
+            return
+        # the plain text (one line) cut as running text cuts a line: a list marker ("1.1.", "a)") and the
+        # parts without words kept, the sentences translated; self.pieces: (text, translated) in order
+        layout, sentences = split_text(marked.text, lang)
+        left, self.pieces = iter(sentences), []
+        for item in layout:
+            if isinstance(item, Unit):
+                self.pieces += [(item.prefix.strip(), False)] if item.prefix.strip() else []
+                self.pieces += [(next(left), True) if part is None else (part, False) for part in item.parts]
+            elif item.strip():
+                self.pieces.append((item.strip(), False))
+        self.sentences = sentences
 
     def join(self, translations: Sequence[str], words_of: Callable) -> str:
         """The piece with ``translations`` (one per sentence) in place: running text as text, a run of
         inline HTML as HTML (words_of: Preprocessing.words, for the projection)."""
-        from .running_text import has_words, join_text, line_ending
+        from .running_text import join_text, line_ending
 
         if self.marked is None:
             joined = join_text(self.layout, list(translations), line_ending(self.text))
             return html.escape(joined, quote=False) if self.escaped else joined
         left = iter(translations)
-        return translate_marked(self.marked, self.pieces, [next(left) if has_words(p) else None for p in self.pieces],
-                                words_of)
+        return translate_marked(self.marked, [text for text, _ in self.pieces],
+                                [next(left) if translated else None for _, translated in self.pieces], words_of)
 
 
 def pieces_of(texts: Sequence[str], fmt: str, lang: str, keep_line_breaks: bool = False

@@ -264,3 +264,13 @@ def test_the_words_that_subwords_make_are_the_pretokenized_words_for_every_subwo
     assert spm.words(["\u2581Re", "ad", "\u2581the", "\u2581box", "."]) == (["Read", "the", "box."], [0, 0, 1, 2, 2])
     none = Preprocessing("en", "de", pretokenizer="none", subword="none")
     assert none.words(["a", "b@@"]) == (["a", "b@@"], [0, 1])
+
+
+def test_a_list_marker_before_a_paragraphs_inline_tags_is_kept_and_not_translated():
+    """As running text keeps a list item's marker, a paragraph with inline tags keeps "a)" or "1.1." as it is."""
+    [items] = pieces_of(["<li>a) The <b>dog</b> runs.</li>"], "html", "en")
+    [piece] = [item for item in items if not isinstance(item, str)]
+    assert piece.pieces == [("a)", False), ("The dog runs.", True)] and piece.sentences == ["The dog runs."]
+    out = join_pieces(items, iter([Translation("Der Hund rennt.", ["The", "dog", "runs."], ["Der", "Hund", "rennt."],
+                                               [0, 1, 2])]), words_of)
+    assert out == "<li>a) Der <b>Hund</b> rennt.</li>"
