@@ -108,15 +108,13 @@ def read_document(data: bytes, fmt: str, name: str) -> Document:
     """The file ``data`` (named ``name`` in errors) of format ``fmt``."""
     if fmt == "docx":
         return read_docx(data, name)
-    encoding = declared_charset(data, name) if fmt == "html" else None
-    if encoding:
-        return read_html(data, name, encoding)
-    bom, text = decode(data, name)
+    declared = declared_charset(data, name) if fmt == "html" else None
+    bom, text = decode(data, name, declared)
     if fmt == "txt":
         units = [text] if text.strip() else []
         return Document(units, lambda t: (bom + (t[0] if units else text)).encode("utf-8"))
     if fmt == "html":
-        return html_document(text, bom, "utf-8")
+        return html_document(text, bom, declared or "utf-8")
     if fmt in ("srt", "vtt"):
         layout = read_subtitles(text, fmt, name)
         cues = [item for item in layout if isinstance(item, Cue)]
@@ -162,17 +160,6 @@ def declared_charset(data: bytes, name: str) -> Optional[str]:
     return None if encoding == "utf-8" else encoding
 
 
-def read_html(data: bytes, name: str, encoding: str) -> Document:
-    """A page in the encoding it declares (``encoding``), written back in it."""
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError as error:
-        line = data[:error.start].count(b"\n") + 1
-        raise FileError(f"{name}, line {line}: not {encoding} as it declares (byte 0x{data[error.start]:02x})") \
-            from None
-    return html_document(text, "", encoding)
-
-
 def translate_bytes(data: bytes, fmt: str, name: str, translate_units: Callable[[List[str], str], List[str]]) -> bytes:
     """The file ``data`` translated (see the module's text)."""
     document = read_document(data, fmt, name)
@@ -202,16 +189,19 @@ def translate_file(path_in: str, path_out: str, translate_units: Callable[[List[
     return len(document.units)
 
 
-def decode(data: bytes, name: str):
-    """(byte-order mark or "", text) of a text file; not UTF-8 is a FileError naming the line."""
+def decode(data: bytes, name: str, declared: Optional[str] = None):
+    """(byte-order mark or "", text) of a text file: UTF-8, or the encoding a page ``declared`` (its bytes
+    have no byte-order mark then: declared_charset); bytes that are not that encoding are a FileError
+    naming the line."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise FileError(f"{name} is UTF-16 (it starts with a UTF-16 byte-order mark); expected UTF-8")
     try:
-        text = data.decode("utf-8")
+        text = data.decode(declared or "utf-8")
     except UnicodeDecodeError as error:
         line = data[:error.start].count(b"\n") + 1
-        raise FileError(f"{name}, line {line}: not UTF-8 (byte 0x{data[error.start]:02x}); expected UTF-8 "
-                        "text") from None
+        byte = f"byte 0x{data[error.start]:02x}"
+        raise FileError(f"{name}, line {line}: not {declared} as it declares ({byte})" if declared else
+                        f"{name}, line {line}: not UTF-8 ({byte}); expected UTF-8 text") from None
     return (BOM, text[1:]) if text.startswith(BOM) else ("", text)
 
 

@@ -97,6 +97,18 @@ def tag_name(tag: str) -> str:
     return found.group(1).lower() if found else ""
 
 
+def closing_tag(parts: List[Tuple[bool, str]], i: int, name: str) -> int:
+    """The index of the tag that closes the ``name`` element opened at ``parts[i]`` (elements of that name
+    inside it counted), or the last part's where it is never closed."""
+    depth = 0
+    for k in range(i, len(parts)):
+        if not parts[k][0] and tag_name(parts[k][1]) == name and not parts[k][1].endswith("/>"):
+            depth += -1 if parts[k][1].startswith("</") else 1
+            if depth == 0:
+                return k
+    return len(parts) - 1
+
+
 def inline_runs(parts: List[Tuple[bool, str]]) -> List[Tuple[bool, List[Tuple[bool, str]]]]:
     """html_parts' parts grouped: [(True, a run of text and inline elements that holds text), (False,
     parts kept as they are)]. Block tags, script, style, pre and textarea (with their content) end a run;
@@ -117,19 +129,10 @@ def inline_runs(parts: List[Tuple[bool, str]]) -> List[Tuple[bool, List[Tuple[bo
             current.append(parts[i])
             i += 1
             continue
-        raw = RAW_TEXT.match(part) if not is_text else None
-        end = i + 1
-        if raw and not part.endswith("/>"):  # its content (one raw part) and closing tag belong to it
-            while end < len(parts) and not (not parts[end][0] and tag_name(parts[end][1]) == name
-                                            and parts[end][1].startswith("</")):
-                end += 1
-            end = min(end + 1, len(parts))
-        if name in CODE and not part.startswith("</"):
-            if not raw:  # <tt>, <kbd>, ...: parsed content, up to the closing tag
-                while end < len(parts) and not (not parts[end][0] and tag_name(parts[end][1]) == name
-                                                and parts[end][1].startswith("</")):
-                    end += 1
-                end = min(end + 1, len(parts))
+        opening = not part.startswith("</") and not part.endswith("/>")
+        # script, style, pre, textarea (their content one raw part) and code elements: whole, up to their closing tag
+        end = closing_tag(parts, i, name) + 1 if opening and (RAW_TEXT.match(part) or name in CODE) else i + 1
+        if name in CODE and opening:
             current.extend(parts[i:end])
         else:
             flush()
@@ -164,13 +167,7 @@ def detag(parts: List[Tuple[bool, str]], inline: frozenset = INLINE, escaped: bo
         name = tag_name(part)
         closing, void = part.startswith("</"), part.endswith("/>") or part.startswith("<!")
         if (name in CODE or name in INLINE and NO_TRANSLATE.search(part)) and not closing and not void:
-            depth, end = 0, len(parts) - 1
-            for k in range(i, len(parts)):  # up to its own closing tag
-                if not parts[k][0] and tag_name(parts[k][1]) == name and not parts[k][1].endswith("/>"):
-                    depth += -1 if parts[k][1].startswith("</") else 1
-                    if depth == 0:
-                        end = k
-                        break
+            end = closing_tag(parts, i, name)
             start = len(chars)
             for inner_is_text, inner in parts[i + 1:end]:
                 add_text(inner if inner_is_text else "" if TAG.fullmatch(inner) else html.unescape(TAG.sub("", inner)))
@@ -250,25 +247,24 @@ def render(text: str, elements: Sequence[Element], ranges: Sequence[Optional[Tup
     its verbatim HTML in place of the range). Elements are in opening order, parents before children, so
     that at one position closings come first, then openings and empty elements in the source's order."""
     inserts = []  # (position, kind, order, html)
-    code_ranges = []
+    hidden = []  # the characters code takes the place of
     for k, (e, span) in enumerate(zip(elements, ranges)):
         if span is None:  # (with the openings, in the source's order)
             inserts.append((places[k], 1, k, e.verbatim if e.verbatim is not None else e.open + e.close))
         elif e.verbatim is not None:
-            code_ranges.append((span[0], span[1], k))
+            hidden.append(span)
             inserts.append((span[0], 1, k, e.verbatim))
         else:
             inserts.append((span[0], 1, k, e.open))
             inserts.append((span[1], 0, -k, e.close))
     inserts.sort()
     out, i = [], 0
-    hidden = sorted(code_ranges)
-    cuts = sorted({0, len(text), *(p for p, _, _, _ in inserts), *(s for s, _, _ in hidden), *(t for _, t, _ in hidden)})
+    cuts = sorted({0, len(text), *(p for p, _, _, _ in inserts), *(x for span in hidden for x in span)})
     for a, b in zip(cuts, cuts[1:] + [len(text)]):
         while i < len(inserts) and inserts[i][0] == a:
             out.append(inserts[i][3])
             i += 1
-        if a < b and not any(s <= a and b <= t for s, t, _ in hidden):
+        if a < b and not any(s <= a and b <= t for s, t in hidden):
             out.append(html.escape(text[a:b], quote=False) if escaped else text[a:b])
     return "".join(out)
 
@@ -296,14 +292,15 @@ def project(sentence: str, elements: Sequence[Element], translation: Translation
     if not elements:
         return html.escape(text, quote=False) if escaped else text
     alignment = getattr(translation, "alignment", None)
-    if alignment is not None and len(alignment) == len(translation.target):
+    aligned = alignment is not None and len(alignment) == len(translation.target)
+    if aligned:
         source_words, source_word_of = words_of(translation.source)
         target_words, target_word_of = words_of(translation.target)
     else:  # no attention from the engine: the words between spaces, each target word at its relative place
         source_words, target_words = sentence.split(), text.split()
     source_spans, target_spans = word_spans(source_words, sentence), word_spans(target_words, text)
     aligned_to: List[List[int]] = [[] for _ in source_words]  # the target words aligned to each source word
-    if alignment is not None and len(alignment) == len(translation.target):
+    if aligned:
         for j, i in enumerate(alignment):
             if i is not None and 0 <= i < len(source_word_of):
                 aligned_to[source_word_of[i]].append(target_word_of[j])
@@ -355,16 +352,17 @@ def translate_marked(marked: Marked, pieces: Sequence[str], translations: Sequen
     spans = sentence_spans(marked.text, pieces)
     if spans is None:  # (a splitter that changed the text: one piece)
         spans, translations = [(0, len(marked.text))], [translations[0]] if len(translations) == 1 else [None]
+    homes = []  # the pieces each element goes into
+    for e in marked.elements:
+        overlapped = [m for m, (s, f) in enumerate(spans) if e.start < f and e.end > s]
+        if e.start == e.end or e.verbatim is not None or not overlapped:
+            overlapped = [next((m for m, (_, f) in enumerate(spans) if e.start <= f), len(spans) - 1)]
+        homes.append(overlapped)
     out = []
     for n, ((start, end), translation) in enumerate(zip(spans, translations)):
         inside = []
-        for e in marked.elements:
-            overlapped = [m for m, (s, f) in enumerate(spans) if e.start < f and e.end > s]
-            if e.start == e.end or e.verbatim is not None or not overlapped:
-                home = next((m for m, (_, f) in enumerate(spans) if e.start <= f), len(spans) - 1)
-                if home != n:
-                    continue
-            elif n not in overlapped:
+        for e, home in zip(marked.elements, homes):
+            if n not in home:
                 continue
             inside.append(Element(min(max(e.start, start), end) - start, min(max(e.end, start), end) - start,
                                   e.open, e.close, e.verbatim))
