@@ -542,10 +542,11 @@ class CTranslate2Translator(TranslatorInterface):
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def translate_tokens(self, sources: Sequence[Sequence[str]], beam: Optional[int] = None,
-                         lenpen: Optional[float] = None, nbest: int = 1):
+                         lenpen: Optional[float] = None, nbest: int = 1, align: bool = False):
         """Beam search over subword sequences; returns, per source, ``nbest`` (tokens, score, alignment)
         best first, the score fairseq's: sum of log-probabilities (EOS included) / (length + 1)**lenpen, the
-        alignment each token's most attended source position (CTranslate2's attention, the heads averaged)."""
+        alignment each token's most attended source position (CTranslate2's attention, the heads averaged;
+        with ``align`` only, else None)."""
         beam = beam or self.beam
         lenpen = self.lenpen if lenpen is None else lenpen
         limit = self.metadata["max_source_positions"] - 1  # the source EOS takes one position
@@ -563,18 +564,18 @@ class CTranslate2Translator(TranslatorInterface):
                 batch = group[start : start + self.max_batch_size]
                 outputs = self.translator.translate_batch(
                     [list(sources[i]) for i in batch], beam_size=beam, num_hypotheses=beam, length_penalty=lenpen,
-                    return_end_token=True, return_scores=True, return_attention=True,
+                    return_end_token=True, return_scores=True, return_attention=align,
                     max_decoding_length=max_len + 1, min_decoding_length=1, max_input_length=0)
                 first_eos = self.score_tokens([sources[i] for i in batch], [[]] * len(batch))
                 # the first step's attention, which CTranslate2's beam search (4.x) gives wrong in a batch of
                 # several sentences (another sentence's, or zeros): the same step of a greedy search
                 first_step = self.translator.translate_batch(
                     [list(sources[i]) for i in batch], beam_size=1, max_decoding_length=1, return_attention=True,
-                    max_input_length=0) if len(batch) > 1 else outputs
+                    max_input_length=0) if align and len(batch) > 1 else outputs
                 for i, output, eos, first in zip(batch, outputs, first_eos, first_step):
                     renormalised = math.log1p(-math.exp(min(float(eos[0]), -1e-12)))
-                    results[i] = self._fairseq_ranking(sources[i], output, max_len, lenpen, renormalised,
-                                                       first.attention[0][0] if first.attention and first.attention[0] else None)[:nbest]
+                    step = first.attention[0][0] if first.attention and first.attention[0] else None
+                    results[i] = self._fairseq_ranking(sources[i], output, max_len, lenpen, renormalised, step)[:nbest]
         return results
 
     def _fairseq_ranking(self, source, output, max_len: int, lenpen: float, renormalised: float, first_step=None):
@@ -614,9 +615,9 @@ class CTranslate2Translator(TranslatorInterface):
                 print(f"S\t{source}\nH\t{output}")
         return outputs[0] if single else outputs
 
-    def translate_subwords(self, sources, beam=None, lenpen=None, nbest=1):
+    def translate_subwords(self, sources, beam=None, lenpen=None, nbest=1, align=False):
         return [[Translation(self.detokenize(tokens), source, tokens, alignment) for tokens, _, alignment in hypotheses]
-                for source, hypotheses in zip(sources, self.translate_tokens(sources, beam, lenpen, nbest))]
+                for source, hypotheses in zip(sources, self.translate_tokens(sources, beam, lenpen, nbest, align))]
 
     def score_subwords(self, sources, targets, batch_size=32):
         return [float(log_probs.sum()) for log_probs in self.score_tokens(sources, targets)]

@@ -63,7 +63,8 @@ class Translator(TranslatorInterface, GeneratorHubInterface):
 
         return ContextTranslator(self)
 
-    def translate_subwords(self, sources, beam=None, lenpen=None, nbest=1):
+    def translate_subwords(self, sources, beam=None, lenpen=None, nbest=1, align=False):
+        # (fairseq's beam search keeps the attention anyway: the alignment is given whether asked or not)
         translator = self.in_context()
         items = [(translator.ids_of(source, "source") + [translator.src_dict.eos()], []) for source in sources]
         if not items:

@@ -30,10 +30,11 @@ class TranslatorInterface:
 
     # --- what each engine gives ------------------------------------------------------------------
     def translate_subwords(self, sources: Sequence[Sequence[str]], beam: Optional[int] = None,
-                           lenpen: Optional[float] = None, nbest: int = 1) -> List[List[str]]:
+                           lenpen: Optional[float] = None, nbest: int = 1, align: bool = False) -> List[List[str]]:
         """Each source's subwords -> its ``nbest`` best translations, detokenized, best first (fewer where
         the beam found fewer); each sentence translated as if alone (fairseq's length limit is its own).
-        Each a fairseq_rope_text.markup.Translation: the text, with its subwords and their alignment."""
+        Each a fairseq_rope_text.markup.Translation: the text with its subwords, and with ``align`` their
+        alignment (what inline markup is projected on; CTranslate2 computes it only then)."""
         raise NotImplementedError
 
     def score_subwords(self, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]],
@@ -101,7 +102,8 @@ class TranslatorInterface:
         from fairseq_rope_text.running_text import split_text
 
         layout, sentences = split_text(text, self.source_lang, keep_line_breaks)
-        return layout, sentences, self.translate_running_sentences(sentences, beam, lenpen, batch_size, progress)
+        return layout, sentences, self.translate_running_sentences(sentences, beam, lenpen, batch_size, progress,
+                                                                   align=False)
 
     def translate_html(self, text: str, beam: Optional[int] = None, lenpen: Optional[float] = None,
                        batch_size: int = 32) -> str:
@@ -116,22 +118,24 @@ class TranslatorInterface:
                         progress: Optional[Callable[[int, int], None]] = None
                         ) -> Tuple[List[str], List[str], List[str]]:
         """Texts (``fmt`` "text": running text as :meth:`translate_text`; "html": as :meth:`translate_html`;
-        "srt", "vtt": a subtitle cue's text, its tags carried across as HTML's) translated together, every text's sentences ``batch_size`` at a time (a model trained with context:
+        "srt", "vtt": a subtitle cue's text, its tags carried across as HTML's) translated together, every
+        text's sentences ``batch_size`` at a time (a model trained with context:
         the texts in order, as one document). Returns (the translated texts, the sentences, their
         translations)."""
         from fairseq_rope_text.markup import join_pieces, pieces_of
 
         items = pieces_of(texts, fmt, self.source_lang, keep_line_breaks)
         sentences = [s for text in items for item in text if not isinstance(item, str) for s in item.sentences]
-        translations = self.translate_running_sentences(sentences, beam, lenpen, batch_size, progress)
+        align = any(item.marked is not None for text in items for item in text if not isinstance(item, str))
+        translations = self.translate_running_sentences(sentences, beam, lenpen, batch_size, progress, align)
         left = iter(translations)
         return [join_pieces(text, left, self.preprocessing.words) for text in items], sentences, translations
 
     def translate_running_sentences(self, sentences: List[str], beam: Optional[int], lenpen: Optional[float],
-                                    batch_size: int, progress=None) -> List[str]:
+                                    batch_size: int, progress=None, align: bool = False) -> List[str]:
         """The sentences of running text translated as the model was trained (with context: in order, as one
         document; a sentence-level model: one by one, ``batch_size`` at a time), each a
-        fairseq_rope_text.markup.Translation where the engine aligns; a sentence longer than the longest
+        fairseq_rope_text.markup.Translation, aligned with ``align``; a sentence longer than the longest
         training source is translated as it is and said in one line."""
         beam, lenpen = beam or self.beam, self.lenpen if lenpen is None else lenpen
         sources = [self.subwords(s) for s in sentences]  # (each encoded once: for its length and to translate)
@@ -140,16 +144,18 @@ class TranslatorInterface:
             say_long_sentences([len(source) + 1 for source in sources], longest)
         if self.preprocessing.context:
             return self.translate_in_context([sentences], beam, lenpen, batch_size, progress)[0]
-        return self.translate_batches(sources, beam, lenpen, batch_size, progress)
+        return self.translate_batches(sources, beam, lenpen, batch_size, progress, align)
 
     def translate_batches(self, sources: Sequence[Sequence[str]], beam: int, lenpen: float, batch_size: int,
-                          progress=None) -> List[str]:
-        """The best translation of each source's subwords, ``batch_size`` at a time, progress said after each."""
+                          progress=None, align: bool = False) -> List[str]:
+        """The best translation of each source's subwords (aligned with ``align``), ``batch_size`` at a time,
+        progress said after each."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         out: List[str] = []
         for start in range(0, len(sources), batch_size):
-            out += [nbest[0] for nbest in self.translate_subwords(sources[start:start + batch_size], beam, lenpen)]
+            out += [nbest[0] for nbest in self.translate_subwords(sources[start:start + batch_size], beam, lenpen,
+                                                                  align=align)]
             if progress is not None:
                 progress(len(out), len(sources))
         return out

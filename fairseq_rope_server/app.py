@@ -96,10 +96,10 @@ class ServedModel:
         """The model's input for ``sentence``: its subwords."""
         return self.translator.subwords(sentence)
 
-    def nbest(self, inputs: list, n: int) -> List[List[str]]:
+    def nbest(self, inputs: list, n: int, align: bool = False) -> List[List[str]]:
         """Each encoded sentence's ``n`` best translations (fewer where the beam found fewer), best first:
-        the best is what ``translator.translate_text`` gives the sentence."""
-        return self.translator.translate_subwords(inputs, self.beam, nbest=n)
+        the best is what ``translator.translate_text`` gives the sentence; aligned with ``align``."""
+        return self.translator.translate_subwords(inputs, self.beam, nbest=n, align=align)
 
     def document(self, sentences: List[str]) -> List[List[str]]:
         """A document-level model's translations of ``sentences`` as one document, each in context."""
@@ -109,8 +109,8 @@ class ServedModel:
 class Job:
     """One request's sentences for one model, and where their translations go."""
 
-    def __init__(self, sentences: List[str], inputs: list, n: int, loop, future):
-        self.sentences, self.inputs, self.n = sentences, inputs, n
+    def __init__(self, sentences: List[str], inputs: list, n: int, loop, future, align: bool = False):
+        self.sentences, self.inputs, self.n, self.align = sentences, inputs, n, align  # (align: for inline markup)
         self.lengths = [len(x) for x in inputs]  # source subwords, what a batch's budget counts
         self.results: List[Optional[List[str]]] = [None] * len(sentences)
         self.left = len(sentences)
@@ -215,7 +215,8 @@ class Batcher(threading.Thread):
                     outputs = self.model.document([job.sentences[i] for job, i in batch])
                 else:
                     n = max(job.n for job, _ in batch)
-                    outputs = self.model.nbest([job.inputs[i] for job, i in batch], n)
+                    align = any(job.align for job, _ in batch)
+                    outputs = self.model.nbest([job.inputs[i] for job, i in batch], n, align)
             except Exception as error:  # the requests of this batch get a 500 with its message
                 for job in {job for job, _ in batch}:
                     job.finish(error)
@@ -451,6 +452,7 @@ class Server:
         # every text (each paragraph of an HTML text, its inline markup taken out) split into sentences
         documents = pieces_of(texts, fmt, model.source)
         sentences = [s for items in documents for item in items if not isinstance(item, str) for s in item.sentences]
+        align = any(item.marked is not None for items in documents for item in items if not isinstance(item, str))
         batcher = self.batchers[(model.source, model.target)]
         busy = Failure(503, f"the server is busy ({self.limits.queue_size} sentences are waiting at most); try "
                             "again", {"Retry-After": "1"})
@@ -468,7 +470,7 @@ class Server:
             while in_parts and batcher.size + len(part) > size and waited < self.limits.timeout:
                 await asyncio.sleep(0.05)  # (a file's part waits for room in the queue)
                 waited += 0.05
-            job = Job(part, [model.encode(s) for s in part], n, loop, loop.create_future())
+            job = Job(part, [model.encode(s) for s in part], n, loop, loop.create_future(), align)
             if not batcher.submit(job):
                 raise busy
             try:

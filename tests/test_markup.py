@@ -185,7 +185,7 @@ def test_both_engines_align_alike_and_a_tagged_sentence_translates_as_the_plain_
                for backend in ("fairseq", "ctranslate2")]
     sentences = (root / "raw.src").read_text().splitlines()[:120]
     subwords = [engines[0].subwords(s) for s in sentences]
-    fairseq, ct2 = ([nbest[0] for nbest in mt.translate_subwords(subwords)] for mt in engines)
+    fairseq, ct2 = ([nbest[0] for nbest in mt.translate_subwords(subwords, align=True)] for mt in engines)
     assert fairseq == ct2 and len(set(fairseq)) > 60
     assert [t.alignment for t in fairseq] == [t.alignment for t in ct2]
     assert all(len(t.alignment) == len(t.target) and t.source == s for t, s in zip(fairseq, subwords))
