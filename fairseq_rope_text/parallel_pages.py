@@ -1,0 +1,209 @@
+"""A parallel corpus from documentation translated page by page (Debian's manuals): the paragraphs of an
+English page and of its German translation paired by the pages' own structure, then their sentences.
+
+* ``page_blocks``: a page's paragraphs of prose (``p``, DocBook/Publican ``div.para``, ``li``, ``dd``,
+  ``blockquote``, ``caption`` without a paragraph inside), each with its element path; code blocks
+  (``pre``), navigation, tables of contents, headings and tables are not prose and are left out.
+* ``paired_blocks``: the two pages' paragraphs paired by element path. Pages made from one gettext catalog
+  (po4a, Publican) have the same paths in the same order: paired one by one. Where they differ (a
+  paragraph added or left out in one language), Gale & Church's alignment of the paragraphs by length
+  pairs them, and a pair of different paths is left out.
+* ``sentence_pairs``: within a pair of paragraphs, the project's sentence splitter on both sides
+  (fairseq_rope_text.running_text); the same count on both sides: pairs one by one, else Gale & Church's
+  length-based alignment (1993; the ``galechurch`` package) with beads of up to two sentences a side.
+* ``page_level_pairs``: the same sentences aligned by Gale & Church over the whole page, ignoring the
+  paragraphs: the second, independent alignment against which the first is measured.
+* ``Filter``: the cleaning (untranslated, code, no words, length ratio, duplicates); ``near_copy_key``:
+  the key by which a held-out sentence's near copies are taken out of training.
+
+lxml (HTML) and galechurch are imported when needed: ``pip install 'fairseq-rope[corpus]'``.
+"""
+
+import re
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from .running_text import sentences_of
+
+# a paragraph of prose: these elements, where no other one of them is inside
+PROSE = frozenset({"p", "li", "dd", "blockquote", "caption"})
+# left out with everything inside them: code blocks, page furniture, tables, headings
+LEFT_OUT = frozenset({"pre", "script", "style", "table", "h1", "h2", "h3", "h4", "h5", "h6", "head"})
+LEFT_OUT_CLASSES = frozenset({"toc", "navheader", "navfooter", "list-of-tables", "list-of-figures",
+                              "list-of-examples", "screen", "programlisting", "synopsis", "cmdsynopsis",
+                              "legalnotice", "docnav", "breadcrumbs"})
+# inline elements whose text is code, a command, a file name: counted in Block.code_share
+CODE_TAGS = frozenset({"code", "tt", "kbd", "samp", "var"})
+CODE_CLASSES = frozenset({"command", "filename", "literal", "userinput", "computeroutput", "option",
+                          "replaceable", "systemitem", "varname", "envar", "function", "parameter",
+                          "package", "uri", "email", "prompt"})
+URL = re.compile(r"(?:https?|ftp)://\S+|www\.\S+", re.I)
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+class Block(NamedTuple):
+    path: str          # element path from <html>, e.g. "html/body/div/div/p"
+    text: str          # its text, whitespace collapsed
+    code_share: float  # share of its characters inside code, commands and file names
+
+
+def classes(element) -> set:
+    return set((element.get("class") or "").split())
+
+
+def is_prose(element) -> bool:
+    return element.tag in PROSE or (element.tag == "div" and "para" in classes(element))
+
+
+def page_blocks(data: bytes, name: str) -> List[Block]:
+    """The paragraphs of prose of an HTML page (bytes: lxml reads the charset it declares), in order."""
+    import lxml.html
+
+    try:
+        root = lxml.html.document_fromstring(data)
+    except Exception as error:  # lxml's ParserError and friends
+        raise ValueError(f"{name}: not an HTML page ({error})") from None
+    blocks: List[Block] = []
+
+    def visit(element, path: str):
+        for child in element:
+            if not isinstance(child.tag, str):  # comments, processing instructions
+                continue
+            tag = child.tag.lower()
+            if tag in LEFT_OUT or classes(child) & LEFT_OUT_CLASSES:
+                continue
+            here = f"{path}/{tag}"
+            if is_prose(child) and not any(isinstance(d.tag, str) and is_prose(d) for d in child.iterdescendants()):
+                text = " ".join(child.text_content().split())
+                if text:
+                    blocks.append(Block(here, text, code_share(child, len(text))))
+            else:
+                visit(child, here)
+
+    visit(root, root.tag)
+    return blocks
+
+
+def code_share(element, length: int) -> float:
+    def code_characters(parent) -> int:
+        count = 0
+        for child in parent:
+            if not isinstance(child.tag, str):
+                continue
+            if child.tag in CODE_TAGS or classes(child) & CODE_CLASSES:
+                count += len(" ".join(child.text_content().split()))
+            else:
+                count += code_characters(child)
+        return count
+
+    return min(1.0, code_characters(element) / max(length, 1))
+
+
+def paired_blocks(source: Sequence[Block], target: Sequence[Block]) -> List[Tuple[Block, Block]]:
+    """The two pages' paragraphs paired: one by one where their element paths are the same sequence;
+    else by Gale & Church over the paragraphs' lengths (a paragraph that one language added or left out
+    is a bead without a partner), keeping the one-to-one beads of equal paths."""
+    if [x.path for x in source] == [x.path for x in target]:
+        return list(zip(source, target))
+    return [(source[i[0]], target[j[0]]) for i, j in gale_church([x.text for x in source], [x.text for x in target])
+            if len(i) == len(j) == 1 and source[i[0]].path == target[j[0]].path]
+
+
+Bead = Tuple[Tuple[int, ...], Tuple[int, ...]]  # source sentence indices, target sentence indices
+
+
+def gale_church(source: Sequence[str], target: Sequence[str]) -> List[Bead]:
+    """Gale & Church's alignment of two sentence lists (beads of 0-2 sentences a side)."""
+    import galechurch
+
+    result = galechurch.align(list(source), list(target))
+    return [(tuple(range(b.source_start, b.source_end)), tuple(range(b.target_start, b.target_end)))
+            for b in result.beads]
+
+
+def sentence_beads(source: Sequence[str], target: Sequence[str]) -> List[Bead]:
+    """One paragraph's sentences paired: one by one where both sides have as many, else Gale & Church;
+    beads without a sentence on one side are left out."""
+    if len(source) == len(target):
+        return [((i,), (i,)) for i in range(len(source))]
+    return [bead for bead in gale_church(source, target) if bead[0] and bead[1]]
+
+
+class PagePairs(NamedTuple):
+    pairs: List[Tuple[str, str, float]]  # source, target, the paragraph's larger code share
+    beads: List[Bead]                    # the same pairs as page-level sentence indices
+    source_sentences: List[str]          # every sentence of the page's paragraphs, in order
+    target_sentences: List[str]
+
+
+def page_pairs(source: Sequence[Block], target: Sequence[Block], source_lang: str, target_lang: str) -> PagePairs:
+    """The sentence pairs of one page and its translation (structure, then sentences)."""
+    src_sents = [sentences_of(block.text, source_lang) for block in source]
+    tgt_sents = [sentences_of(block.text, target_lang) for block in target]
+    src_start = {id(block): sum(len(s) for s in src_sents[:k]) for k, block in enumerate(source)}
+    tgt_start = {id(block): sum(len(s) for s in tgt_sents[:k]) for k, block in enumerate(target)}
+    src_of = {id(block): s for block, s in zip(source, src_sents)}
+    tgt_of = {id(block): s for block, s in zip(target, tgt_sents)}
+    pairs, beads = [], []
+    for a, b in paired_blocks(source, target):
+        for si, ti in sentence_beads(src_of[id(a)], tgt_of[id(b)]):
+            pairs.append((" ".join(src_of[id(a)][k] for k in si), " ".join(tgt_of[id(b)][k] for k in ti),
+                          max(a.code_share, b.code_share)))
+            beads.append((tuple(src_start[id(a)] + k for k in si), tuple(tgt_start[id(b)] + k for k in ti)))
+    return PagePairs(pairs, beads, [s for ss in src_sents for s in ss], [t for ts in tgt_sents for t in ts])
+
+
+def page_level_pairs(page: PagePairs) -> List[Bead]:
+    """The page's sentences aligned by Gale & Church alone, over the whole page (no paragraphs)."""
+    return gale_church(page.source_sentences, page.target_sentences)
+
+
+def near_copy_key(text: str) -> str:
+    """What stays of a sentence when case, digits, punctuation and spacing are ignored: two sentences
+    with one key are near copies (a version number or a file name apart)."""
+    return "".join(c for c in text.casefold() if c.isalpha())
+
+
+def disagreement(source: str, target: str, max_ratio: float) -> Optional[str]:
+    """Why a pair's two sides look like different content, or None: a character length ratio over
+    ``max_ratio``, other numbers, other URLs."""
+    longer, shorter = max(len(source), len(target)), max(min(len(source), len(target)), 1)
+    if longer / shorter > max_ratio:
+        return "length"
+    if sorted(NUMBER.findall(source)) != sorted(NUMBER.findall(target)):
+        return "numbers"
+    if sorted(URL.findall(source)) != sorted(URL.findall(target)):
+        return "urls"
+    return None
+
+
+class Filter:
+    """The cleaning of the corpus's pairs, the reason a pair is dropped counted by name:
+    ``untranslated`` (the same letters on both sides), ``code`` (over ``max_code_share`` of the paragraph
+    is code, commands or file names), ``short`` (a side with fewer than ``min_words`` words),
+    ``ratio`` (character length ratio over ``max_ratio``), ``duplicate`` (a pair already kept)."""
+
+    def __init__(self, min_words: int = 3, max_ratio: float = 2.0, max_code_share: float = 0.5):
+        self.min_words, self.max_ratio, self.max_code_share = min_words, max_ratio, max_code_share
+        self.seen: set = set()
+        self.dropped: Dict[str, int] = {}
+
+    def reason(self, source: str, target: str, code: float) -> Optional[str]:
+        if near_copy_key(source) == near_copy_key(target):
+            return "untranslated"
+        if code > self.max_code_share:
+            return "code"
+        if min(len(source.split()), len(target.split())) < self.min_words:
+            return "short"
+        if max(len(source), len(target)) / max(min(len(source), len(target)), 1) > self.max_ratio:
+            return "ratio"
+        if (source, target) in self.seen:
+            return "duplicate"
+        return None
+
+    def keep(self, source: str, target: str, code: float) -> bool:
+        why = self.reason(source, target, code)
+        if why:
+            self.dropped[why] = self.dropped.get(why, 0) + 1
+            return False
+        self.seen.add((source, target))
+        return True
