@@ -273,19 +273,23 @@ def best_above(src, refs, runs, words):
 # --------------------------------------------------------------------------- outputs
 
 
-def _cell(scores, name, metric, first, ci=False):
-    """``score`` (± the bootstrap CI's half-width, or with seeds ± their standard deviation) and, for
-    runs after the first, (difference, p)."""
+def _cell(scores, name, metric, first, n_samples, ci=False):
+    """``score`` (with seeds ± their standard deviation; with one run and ``ci``, the bootstrap 95%
+    confidence interval in brackets) and, for runs after the first, (difference, p)."""
+    from .seeds import p_text
+
     s = scores[name]
     text = f"{s[metric]:.2f}"
-    spread = s.get(f"{metric}_sd") if f"{metric}_seeds" in s else (s[f"{metric}_ci"] if ci else None)
-    if spread is not None:
-        text += f" ± {spread:.2f}"
+    if f"{metric}_seeds" in s:
+        if s.get(f"{metric}_sd") is not None:
+            text += f" ± {s[f'{metric}_sd']:.2f}"
+    elif ci and s.get(f"{metric}_ci") is not None:
+        text += f" [{s[metric] - s[f'{metric}_ci']:.2f}, {s[metric] + s[f'{metric}_ci']:.2f}]"
     if name != first:
         d = s[metric] - scores[first][metric]
         p = s[f"{metric}_p"]
         star = "\\*" if p is not None and p < 0.05 else ""  # escaped: a bare * would start italics
-        text += f" ({d:+.2f}, p={p:.3f}{star})" if p is not None else f" ({d:+.2f})"
+        text += f" ({d:+.2f}, {p_text(p, n_samples)}{star})" if p is not None else f" ({d:+.2f})"
     return text
 
 
@@ -315,17 +319,18 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
         lines.append(f"Each run: the mean ± sample standard deviation over its training seeds (each seed's score "
                      f"below). In parentheses: difference of the means to **{first}** and the p-value of the "
                      f"paired bootstrap over seeds and test sentences ({res['bootstrap_samples']} resamples, "
-                     f"seed {res['bootstrap_seed']}; docs/evaluation.md); \\* = p < 0.05.")
+                     f"seed {res['bootstrap_seed']}; docs/evaluation.md); \\* = p < 0.05; "
+                     f"(floor): no resample as extreme, the least p the test can give.")
         lines.append("")
     elif len(runs) > 1:
         lines.append(f"In parentheses: difference to **{first}** and the p-value of sacrebleu's paired bootstrap "
                      f"test ({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}); "
-                     f"\\* = p < 0.05. ± is the half-width of the bootstrap 95% confidence interval.")
+                     f"\\* = p < 0.05; in brackets the bootstrap 95% confidence interval.")
         lines.append("")
     head, align = ("| Run | seeds |", "|---|---:|") if seeds else ("| Run |", "|---|")
     lines += [head + " BLEU | chrF | hyp/ref length | repeating |", align + "---:|---:|---:|---:|"]
     for name in runs:
-        cells = [_cell(res["overall"], name, m, first, ci=True) for m in ("bleu", "chrf")]
+        cells = [_cell(res["overall"], name, m, first, res["bootstrap_samples"], ci=True) for m in ("bleu", "chrf")]
         overall = res["overall"][name]
         lines.append(f"| {name} |{f' {seeds[name]} |' if seeds else ''} {cells[0]} | {cells[1]} | "
                      f"{overall['len_ratio']:.2f} | {100 * overall['repeat_share']:.1f}% |")
@@ -347,7 +352,7 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
         if not b["scores"]:
             cells = ["–"] * (2 * len(runs) + 2)
         else:
-            cells = [_cell(b["scores"], n, m, first) for m in ("bleu", "chrf") for n in runs]
+            cells = [_cell(b["scores"], n, m, first, res["bootstrap_samples"]) for m in ("bleu", "chrf") for n in runs]
             cells.append(" / ".join(f"{b['scores'][n]['len_ratio']:.2f}" for n in runs))
             cells.append(" / ".join(f"{100 * b['scores'][n]['repeat_share']:.0f}" for n in runs))
         lines.append(f"| {label} | {b['sentences']} | " + " | ".join(cells) + " |")

@@ -91,7 +91,7 @@ def render_seeds(results, baseline=None, n_samples=1000):
     from sacrebleu.metrics import BLEU, CHRF
 
     from .common import read_lines
-    from .seeds import bootstrap_seed, compare_seeds, mean_sd
+    from .seeds import bootstrap_seed, compare_seeds, mean_sd, p_text
 
     baseline = baseline or next(iter(systems))
     references = {r["reference"] for r in results}
@@ -107,7 +107,7 @@ def render_seeds(results, baseline=None, n_samples=1000):
         s = scores[name]
         text = f"{s[metric]:.2f}" + (f" ± {s[metric + '_sd']:.2f}" if s[metric + "_sd"] is not None else "")
         if s[metric + "_p"] is not None:
-            text += f" ({s[metric] - scores[baseline][metric]:+.2f}, p={s[metric + '_p']:.3f})"
+            text += f" ({s[metric] - scores[baseline][metric]:+.2f}, {p_text(s[metric + '_p'], n_samples)})"
         return text
 
     lines = ["", f"Across training seeds: mean ± sample standard deviation; in parentheses the difference to "

@@ -108,3 +108,12 @@ def compare_seeds(systems: List[tuple], references: Sequence[str], metrics: Dict
                 stats[short][name], stats[short][first], score, n_samples, seed)["p"]
         out[name] = entry
     return out
+
+
+def p_text(p: float, n_samples: int) -> str:
+    """A p-value as the tables write it: "p=0.012"; at the test's floor, where no resample is as extreme
+    as the observed difference and the bootstrap cannot give less than 1/(n_samples + 1), "p=1/1001 (floor)"
+    rather than a rounded 0.001 that reads as a measured value."""
+    if abs(p - 1 / (n_samples + 1)) < 1e-12:
+        return f"p=1/{n_samples + 1} (floor)"
+    return f"p={p:.3f}"

@@ -113,7 +113,8 @@ def test_one_bucket_against_the_sacrebleu_cli(compared, tmp_path):
 def test_markdown_and_png(compared):
     res, md, png = compared
     rope = res["overall"]["rope"]
-    assert f"| rope | {rope['bleu']:.2f} ± {rope['bleu_ci']:.2f} (+" in md
+    low, high = rope["bleu"] - rope["bleu_ci"], rope["bleu"] + rope["bleu_ci"]  # one run: the CI, not a ±
+    assert f"| rope | {rope['bleu']:.2f} [{low:.2f}, {high:.2f}] (+" in md and " ± " not in md.split("| Run |")[1]
     assert "| 21-30 *(unseen)* |" in md and "| 11-20 | " in md
     assert "BLEU signature: `nrefs:1|bs:1000|seed:12345|" in md
     data = png.read_bytes()

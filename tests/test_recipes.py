@@ -182,8 +182,8 @@ def test_figures_compare_named_runs_against_the_first(recipe, tmp_path):
     step("sample_figures.sh", env)
     table = (tmp_path / "cmp_by_length.md").read_text()
     assert table.startswith("## Tiny: quality by source length")
-    assert re.search(r"^\| transformer \| [\d.]+ ± [\d.]+ \|", table, re.M)
-    assert re.search(r"^\| learned \| [\d.]+ ± [\d.]+ \([+-][\d.]+, p=[\d.]+", table, re.M)
+    assert re.search(r"^\| transformer \| [\d.]+ \[[\d.]+, [\d.]+\] \|", table, re.M)  # one seed: the 95% CI
+    assert re.search(r"^\| learned \| [\d.]+ \[[\d.]+, [\d.]+\] \([+-][\d.]+, p=[\d./]+", table, re.M)
     assert (tmp_path / "cmp_by_length.png").stat().st_size > 0 and (tmp_path / "cmp_curves.png").stat().st_size > 0
 
 

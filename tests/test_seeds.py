@@ -147,3 +147,11 @@ def test_a_resample_that_only_ties_the_observed_difference_does_not_count_agains
         result = seeds_and_sentences_test([sentences(1, 0)], [sentences(0, 0)], percent_of_sentences, 2, seed)
         assert result["difference"] == 50.0
         assert result["p"] == pytest.approx(1 / 3), seed
+
+
+def test_a_p_value_at_the_tests_floor_is_written_as_the_floor():
+    from fairseq_rope_cli.seeds import p_text
+
+    assert p_text(1 / 1001, 1000) == "p=1/1001 (floor)"
+    assert p_text(2 / 1001, 1000) == "p=0.002"
+    assert p_text(1 / 101, 100) == "p=1/101 (floor)" and p_text(1 / 1001, 100) == "p=0.001"
