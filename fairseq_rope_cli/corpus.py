@@ -144,7 +144,7 @@ def build(args):
         stats["pages"] += 1
         stats["paragraphs"][0] += len(en_blocks)
         stats["paragraphs"][1] += len(de_blocks)
-        stats["paired_paragraphs"] += len(pp.paired_blocks(en_blocks, de_blocks))
+        stats["paired_paragraphs"] += aligned.paired_paragraphs
         stats["sentence_pairs"] += len(aligned.pairs)
         rows = []
         for (src, tgt, code), bead in zip(aligned.pairs, aligned.beads):

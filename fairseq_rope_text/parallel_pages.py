@@ -19,6 +19,7 @@ English page and of its German translation paired by the pages' own structure, t
 lxml (HTML) and galechurch are imported when needed: ``pip install 'fairseq-rope[corpus]'``.
 """
 
+import itertools
 import re
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -98,13 +99,13 @@ def code_share(element, length: int) -> float:
     return min(1.0, code_characters(element) / max(length, 1))
 
 
-def paired_blocks(source: Sequence[Block], target: Sequence[Block]) -> List[Tuple[Block, Block]]:
-    """The two pages' paragraphs paired: one by one where their element paths are the same sequence;
-    else by Gale & Church over the paragraphs' lengths (a paragraph that one language added or left out
-    is a bead without a partner), keeping the one-to-one beads of equal paths."""
+def paired_blocks(source: Sequence[Block], target: Sequence[Block]) -> List[Tuple[int, int]]:
+    """The two pages' paragraphs paired (their indices): one by one where their element paths are the
+    same sequence; else by Gale & Church over the paragraphs' lengths (a paragraph that one language
+    added or left out is a bead without a partner), keeping the one-to-one beads of equal paths."""
     if [x.path for x in source] == [x.path for x in target]:
-        return list(zip(source, target))
-    return [(source[i[0]], target[j[0]]) for i, j in gale_church([x.text for x in source], [x.text for x in target])
+        return [(i, i) for i in range(len(source))]
+    return [(i[0], j[0]) for i, j in gale_church([x.text for x in source], [x.text for x in target])
             if len(i) == len(j) == 1 and source[i[0]].path == target[j[0]].path]
 
 
@@ -129,27 +130,27 @@ def sentence_beads(source: Sequence[str], target: Sequence[str]) -> List[Bead]:
 
 
 class PagePairs(NamedTuple):
-    pairs: List[Tuple[str, str, float]]  # source, target, the paragraph's larger code share
+    pairs: List[Tuple[str, str, float]]  # source, target, the larger code share of their two paragraphs
     beads: List[Bead]                    # the same pairs as page-level sentence indices
     source_sentences: List[str]          # every sentence of the page's paragraphs, in order
     target_sentences: List[str]
+    paired_paragraphs: int
 
 
 def page_pairs(source: Sequence[Block], target: Sequence[Block], source_lang: str, target_lang: str) -> PagePairs:
     """The sentence pairs of one page and its translation (structure, then sentences)."""
-    src_sents = [sentences_of(block.text, source_lang) for block in source]
-    tgt_sents = [sentences_of(block.text, target_lang) for block in target]
-    src_start = {id(block): sum(len(s) for s in src_sents[:k]) for k, block in enumerate(source)}
-    tgt_start = {id(block): sum(len(s) for s in tgt_sents[:k]) for k, block in enumerate(target)}
-    src_of = {id(block): s for block, s in zip(source, src_sents)}
-    tgt_of = {id(block): s for block, s in zip(target, tgt_sents)}
+    src = [sentences_of(block.text, source_lang) for block in source]
+    tgt = [sentences_of(block.text, target_lang) for block in target]
+    src_start = list(itertools.accumulate((len(s) for s in src), initial=0))  # page-level index of each
+    tgt_start = list(itertools.accumulate((len(t) for t in tgt), initial=0))  # paragraph's first sentence
+    paragraphs = paired_blocks(source, target)
     pairs, beads = [], []
-    for a, b in paired_blocks(source, target):
-        for si, ti in sentence_beads(src_of[id(a)], tgt_of[id(b)]):
-            pairs.append((" ".join(src_of[id(a)][k] for k in si), " ".join(tgt_of[id(b)][k] for k in ti),
-                          max(a.code_share, b.code_share)))
-            beads.append((tuple(src_start[id(a)] + k for k in si), tuple(tgt_start[id(b)] + k for k in ti)))
-    return PagePairs(pairs, beads, [s for ss in src_sents for s in ss], [t for ts in tgt_sents for t in ts])
+    for a, b in paragraphs:
+        for si, ti in sentence_beads(src[a], tgt[b]):
+            pairs.append((" ".join(src[a][k] for k in si), " ".join(tgt[b][k] for k in ti),
+                          max(source[a].code_share, target[b].code_share)))
+            beads.append((tuple(src_start[a] + k for k in si), tuple(tgt_start[b] + k for k in ti)))
+    return PagePairs(pairs, beads, [x for xs in src for x in xs], [x for xs in tgt for x in xs], len(paragraphs))
 
 
 def page_level_pairs(page: PagePairs) -> List[Bead]:
