@@ -5,8 +5,8 @@
                               [--test-pairs 1500] [--valid-pairs 1000] [--seed 1]
                               [--min-words 3] [--max-ratio 2.0] [--max-code-share 0.5] [--sample 30]
 
-extract unpacks a Debian package's files (its data.tar.*; the package's ar archive read here, so that
-neither dpkg nor binutils is needed) into DIR.
+extract unpacks a Debian package's files and folders (its data.tar.*; the package's ar archive read here,
+so that neither dpkg nor binutils is needed) into DIR; links are not unpacked.
 
 pages reads SOURCES.tsv, one source per line: NAME <TAB> a regular expression matching the English pages'
 paths under --root <TAB> the German page's path (the expression's replacement, \\1 for its first group).
@@ -14,27 +14,32 @@ For every English page with its German page it pairs the paragraphs of prose by 
 then their sentences (fairseq_rope_text.parallel_pages: the project's splitter where both sides give as
 many, Gale & Church otherwise), drops what is not a translation of prose (untranslated, mostly code or
 file names, under --min-words words, a character length ratio over --max-ratio, duplicates), and holds
-whole pages out: pages in an order drawn with --seed go to the test set until it has --test-pairs pairs,
-then to the valid set until --valid-pairs; the rest is training. A training pair whose English or German
-side is a near copy of a held-out one (the same letters, case, digits and punctuation aside) is dropped
-too, and so is a valid pair that is one of a test pair.
+whole pages out: in an order drawn with --seed, each source gives the test set (--test-pairs pairs) and
+then the valid set (--valid-pairs) its share, with the pages that fit in what is left of it, then pages of
+any source fill what the sets still lack; a page larger than that is never held out; the rest is
+training. A training pair is dropped when its English or German, or one of the sentences joined in it, is
+a near copy of a held-out one or of a sentence joined in one (the same letters, case, digits and
+punctuation aside); so is a valid pair against the test set.
 
 Writes RAW_DIR/{train,valid,test}.{SRC,TGT} (one sentence per line: prepare.sh's RAW_DIR), .docids (the
 page of each pair: the document-level recipes' CONTEXT), report.json (pairs per source and split, what
 each filter dropped, the alignment's measures) and alignment_sample.tsv (--sample random test pairs
 with both alignments' verdicts, to read). The measures: the share of the structure's sentence pairs
-that Gale & Church over the whole page (no paragraphs) also makes, and the share of kept pairs whose
-character lengths (ratio over 1.5), numbers or URLs disagree.
+(all of them, and those kept) that Gale & Church over the whole page (no paragraphs) also makes, and the
+kept pairs whose character lengths (ratio over 1.5), numbers or URLs disagree.
 """
 
 import hashlib
 import io
 import json
+import lzma
 import os
 import random
 import re
 import sys
 import tarfile
+import zlib
+from typing import Dict, FrozenSet, List, NamedTuple
 
 from .common import InputError, argument_parser, atomic_output, write_json, write_lines
 
@@ -51,13 +56,16 @@ def ar_members(data: bytes, name: str):
     if not data.startswith(b"!<arch>\n"):
         raise InputError(PROG, f"{name}: not a Debian package (no ar archive header)")
     at = 8
-    while at + 60 <= len(data):
+    while at < len(data):
         header = data[at:at + 60]
         member = header[:16].decode("ascii", "replace").strip().rstrip("/")
         try:
             size = int(header[48:58].decode("ascii").strip())
         except ValueError:
             raise InputError(PROG, f"{name}: damaged ar header at byte {at}") from None
+        if len(header) < 60 or at + 60 + size > len(data):
+            raise InputError(PROG, f"{name}: truncated ({member or 'a member'} at byte {at} runs past the end, "
+                                   f"{len(data)} bytes; download it again)")
         yield member, data[at + 60:at + 60 + size]
         at += 60 + size + (size % 2)
 
@@ -70,13 +78,17 @@ def extract(deb: str, out_dir: str) -> int:
         if member.startswith("data.tar"):
             if member.endswith(".zst"):
                 raise InputError(PROG, f"{deb}: {member} is zstd-compressed; unpack it with dpkg-deb -x")
-            with tarfile.open(fileobj=io.BytesIO(content)) as tar:
-                files = [m for m in tar.getmembers() if m.isfile() or m.isdir() or m.issym()]
-                try:
+            try:
+                with tarfile.open(fileobj=io.BytesIO(content)) as tar:
+                    # files and folders only: links are not followed by the pages step, and an absolute
+                    # one (common in Debian's documentation packages) would stop the "data" filter
+                    files = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
                     tar.extractall(out_dir, members=files, filter="data")
-                except tarfile.FilterError as error:  # a path outside out_dir, a link leading out of it
-                    raise InputError(PROG, f"{deb}: refused to unpack {error.tarinfo.name} ({error})") from None
-                return sum(m.isfile() for m in files)
+                    return len([m for m in files if m.isfile()])
+            except tarfile.FilterError as error:  # a path outside out_dir
+                raise InputError(PROG, f"{deb}: refused to unpack {error.tarinfo.name} ({error})") from None
+            except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as error:
+                raise InputError(PROG, f"{deb}: {member} is damaged ({type(error).__name__}: {error})") from None
     raise InputError(PROG, f"{deb}: no data.tar member (not a Debian binary package)")
 
 
@@ -123,24 +135,63 @@ def order_key(seed: int, page: str) -> str:
     return hashlib.sha256(f"{seed}:{page}".encode()).hexdigest()
 
 
+class Row(NamedTuple):
+    source: str
+    target: str
+    agrees: bool                # the page-level alignment made the same pair
+    keys: FrozenSet[str]        # near-copy keys of both sides, whole and sentence by sentence
+
+
+def read_page(path: str, pp):
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return pp.page_blocks(data, path)
+    except ValueError as error:
+        raise InputError(PROG, str(error)) from None
+
+
+def hold_out(kept, source_of, order, args) -> Dict[str, str]:
+    """Each page's split. Whole pages, in ``order``: each source fills its share of the test and valid
+    sets with the pages that fit in what is left of it; then pages of any source that fit in what the
+    sets still lack; the rest is training. (A page larger than a set's quota is never held out.)"""
+    total = sum(len(rows) for rows in kept.values())
+    split_of: Dict[str, str] = {}
+    distinct = {"test": set(), "valid": set()}  # the pairs a held-out set has (duplicates count once)
+
+    def fill(split, pages, quota):
+        taken = set()
+        for page in pages:
+            new = {(r.source, r.target) for r in kept[page]} - distinct[split]
+            if page in split_of or not new or len(taken) + len(new) > quota:
+                continue
+            split_of[page] = split
+            taken |= new
+            distinct[split] |= new
+
+    for split, wanted in (("test", args.test_pairs), ("valid", args.valid_pairs)):
+        for source in dict.fromkeys(source_of.values()):
+            pages = [p for p in order if source_of[p] == source]
+            fill(split, pages, round(wanted * sum(len(kept[p]) for p in pages) / max(total, 1)))
+        fill(split, order, wanted - len(distinct[split]))
+    return {page: split_of.get(page, "train") for page in order}
+
+
 def build(args):
     from fairseq_rope_text import parallel_pages as pp
 
     pages = pages_of(args.root, read_sources(args.sources))
     flt = pp.Filter(args.min_words, args.max_ratio, args.max_code_share)
-    kept = {}  # page id -> [(src, tgt, agrees)]
-    source_of = {}
-    beads_total = beads_agreeing = 0
-    by_source = {}
+    kept: Dict[str, List[Row]] = {}
+    source_of: Dict[str, str] = {}
+    by_source: Dict[str, dict] = {}
+    made = agreeing = 0
     for k, (source, page, en, de) in enumerate(pages, 1):
-        with open(en, "rb") as f:
-            en_blocks = pp.page_blocks(f.read(), en)
-        with open(de, "rb") as f:
-            de_blocks = pp.page_blocks(f.read(), de)
+        en_blocks, de_blocks = read_page(en, pp), read_page(de, pp)
         aligned = pp.page_pairs(en_blocks, de_blocks, args.src, args.tgt)
         other = set(pp.page_level_pairs(aligned))
         stats = by_source.setdefault(source, {"pages": 0, "paragraphs": [0, 0], "paired_paragraphs": 0,
-                                              "sentence_pairs": 0, "kept": 0})
+                                              "sentence_pairs": 0, "kept": 0, "test": 0, "valid": 0, "train": 0})
         stats["pages"] += 1
         stats["paragraphs"][0] += len(en_blocks)
         stats["paragraphs"][1] += len(de_blocks)
@@ -148,11 +199,12 @@ def build(args):
         stats["sentence_pairs"] += len(aligned.pairs)
         rows = []
         for (src, tgt, code), bead in zip(aligned.pairs, aligned.beads):
+            agrees = bead in other
+            made += 1
+            agreeing += agrees
             if flt.reason(src, tgt, code) in (None, "duplicate"):  # duplicates: per split, below
-                agrees = bead in other
-                beads_total += 1
-                beads_agreeing += agrees
-                rows.append((src, tgt, agrees))
+                parts = [aligned.source_sentences[i] for i in bead[0]] + [aligned.target_sentences[i] for i in bead[1]]
+                rows.append(Row(src, tgt, agrees, frozenset(pp.near_copy_key(x) for x in [src, tgt, *parts]) - {""}))
             else:
                 flt.keep(src, tgt, code)  # counts the reason
         kept[page] = rows
@@ -160,49 +212,32 @@ def build(args):
         if k % 50 == 0 or k == len(pages):
             log(f"{k}/{len(pages)} pages read")
 
-    # whole pages held out, in an order drawn with the seed; each source gives the held-out sets its share
     order = sorted(kept, key=lambda page: order_key(args.seed, page))
-    total = sum(len(rows) for rows in kept.values())
-    split_of = {}
-    for source in by_source:
-        share = sum(len(kept[p]) for p in order if source_of[p] == source) / max(total, 1)
-        wanted = {"test": args.test_pairs * share, "valid": args.valid_pairs * share}
-        distinct = {"test": set(), "valid": set()}  # the pairs a held-out set has (duplicates count once)
-        for page in order:
-            if source_of[page] != source or not kept[page]:
-                continue
-            split = next((s for s in ("test", "valid") if len(distinct[s]) < wanted[s]), "train")
-            split_of[page] = split
-            if split != "train":
-                distinct[split].update((src, tgt) for src, tgt, _ in kept[page])
-
+    split_of = hold_out(kept, source_of, order, args)
     out = {s: ([], [], []) for s in SPLITS}  # src, tgt, docid
     agree = {s: [] for s in SPLITS}
-    held_keys = set()
+    held_keys: set = set()
     dropped = dict(flt.dropped)
     dropped["near_copy_of_held_out"] = 0
-    for split in SPLITS:  # test first: its keys are known before valid and train are filtered
-        seen = set()
-        split_keys = set()
+    for split in SPLITS:  # test first: its keys are known before valid and train are written
+        seen, split_keys = set(), set()
         for page in order:
-            if split_of.get(page) != split:
+            if split_of[page] != split:
                 continue
-            for src, tgt, agrees in kept[page]:
-                keys = (pp.near_copy_key(src), pp.near_copy_key(tgt))
-                if (src, tgt) in seen:
+            for row in kept[page]:
+                if (row.source, row.target) in seen:
                     dropped["duplicate"] = dropped.get("duplicate", 0) + 1
                     continue
-                if keys[0] in held_keys or keys[1] in held_keys:
+                if row.keys & held_keys:  # a near copy of a held-out sentence, or one inside a held-out pair
                     dropped["near_copy_of_held_out"] += 1
                     continue
-                seen.add((src, tgt))
-                split_keys.update(keys)
-                out[split][0].append(src)
-                out[split][1].append(tgt)
+                seen.add((row.source, row.target))
+                split_keys |= row.keys
+                out[split][0].append(row.source)
+                out[split][1].append(row.target)
                 out[split][2].append(page)
-                agree[split].append(agrees)
+                agree[split].append(row.agrees)
                 by_source[source_of[page]]["kept"] += 1
-                by_source[source_of[page]].setdefault(split, 0)
                 by_source[source_of[page]][split] += 1
         if split != "train":
             held_keys |= split_keys
@@ -222,12 +257,12 @@ def build(args):
     report = {
         "sources": by_source,
         "pairs": {s: len(out[s][0]) for s in SPLITS},
-        "pages": {s: sum(1 for p in split_of if split_of[p] == s) for s in SPLITS},
+        "pages": {s: len(set(out[s][2])) for s in SPLITS},
         "dropped": dropped,
         "alignment": {
-            "sentence_pairs_before_cleaning": beads_total,
-            "also_made_by_gale_church_over_the_page": beads_agreeing,
-            "agreement": round(beads_agreeing / max(beads_total, 1), 4),
+            "sentence_pairs": made,
+            "also_made_by_gale_church_over_the_page": agreeing,
+            "agreement": round(agreeing / max(made, 1), 4),
             "kept_pairs_agreement": {s: round(sum(agree[s]) / len(agree[s]), 4) for s in SPLITS},
             "kept_pairs": len(pairs_all),
             "disagreeing_kept_pairs": disagreements,

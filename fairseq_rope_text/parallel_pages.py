@@ -55,48 +55,57 @@ def is_prose(element) -> bool:
     return element.tag in PROSE or (element.tag == "div" and "para" in classes(element))
 
 
+def left_out(element) -> bool:
+    return element.tag in LEFT_OUT or bool(classes(element) & LEFT_OUT_CLASSES)
+
+
+def is_code(element) -> bool:
+    return element.tag in CODE_TAGS or bool(classes(element) & CODE_CLASSES)
+
+
+def prose_text(element) -> Tuple[str, float]:
+    """A paragraph's text, whitespace collapsed, without what is left out inside it (a code block in a
+    paragraph), and the share of its characters inside code, commands and file names."""
+    parts: List[Tuple[str, bool]] = []
+
+    def walk(el, code: bool):
+        parts.append((el.text or "", code))
+        for child in el:
+            if isinstance(child.tag, str) and not left_out(child):
+                walk(child, code or is_code(child))
+            parts.append((child.tail or "", code))
+
+    walk(element, False)
+    text = " ".join("".join(part for part, _ in parts).split())
+    code = sum(len(" ".join(part.split())) for part, in_code in parts if in_code)
+    return text, min(1.0, code / max(len(text), 1))
+
+
 def page_blocks(data: bytes, name: str) -> List[Block]:
-    """The paragraphs of prose of an HTML page (bytes: lxml reads the charset it declares), in order."""
+    """The paragraphs of prose of an HTML page (bytes: lxml reads the charset it declares), in order;
+    a ValueError naming ``name`` for what is not an HTML page."""
     import lxml.html
 
     try:
         root = lxml.html.document_fromstring(data)
-    except Exception as error:  # lxml's ParserError and friends
+    except Exception as error:  # lxml's ParserError ("Document is empty") and friends
         raise ValueError(f"{name}: not an HTML page ({error})") from None
     blocks: List[Block] = []
 
     def visit(element, path: str):
         for child in element:
-            if not isinstance(child.tag, str):  # comments, processing instructions
+            if not isinstance(child.tag, str) or left_out(child):  # comments; code blocks, navigation, ...
                 continue
-            tag = child.tag.lower()
-            if tag in LEFT_OUT or classes(child) & LEFT_OUT_CLASSES:
-                continue
-            here = f"{path}/{tag}"
+            here = f"{path}/{child.tag}"
             if is_prose(child) and not any(isinstance(d.tag, str) and is_prose(d) for d in child.iterdescendants()):
-                text = " ".join(child.text_content().split())
+                text, code = prose_text(child)
                 if text:
-                    blocks.append(Block(here, text, code_share(child, len(text))))
+                    blocks.append(Block(here, text, code))
             else:
                 visit(child, here)
 
     visit(root, root.tag)
     return blocks
-
-
-def code_share(element, length: int) -> float:
-    def code_characters(parent) -> int:
-        count = 0
-        for child in parent:
-            if not isinstance(child.tag, str):
-                continue
-            if child.tag in CODE_TAGS or classes(child) & CODE_CLASSES:
-                count += len(" ".join(child.text_content().split()))
-            else:
-                count += code_characters(child)
-        return count
-
-    return min(1.0, code_characters(element) / max(length, 1))
 
 
 def paired_blocks(source: Sequence[Block], target: Sequence[Block]) -> List[Tuple[int, int]]:
@@ -131,7 +140,7 @@ def sentence_beads(source: Sequence[str], target: Sequence[str]) -> List[Bead]:
 
 class PagePairs(NamedTuple):
     pairs: List[Tuple[str, str, float]]  # source, target, the larger code share of their two paragraphs
-    beads: List[Bead]                    # the same pairs as page-level sentence indices
+    beads: List[Bead]                    # the same pairs as page-level sentence indices (of the lists below)
     source_sentences: List[str]          # every sentence of the page's paragraphs, in order
     target_sentences: List[str]
     paired_paragraphs: int

@@ -15,7 +15,7 @@ export WORK_DIR=${WORK_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 bash "$RECIPE_DIR/debian_corpus.sh"
-export RAW_DIR=${RAW_DIR:-$WORK_DIR/raw}
+export RAW_DIR=${RAW_DIR:-${RAW_OUT:-$WORK_DIR/raw}}
 export ARCHS=${ARCHS:-transformer rpe_transformer rope_transformer}
 export SEEDS=${SEEDS:-1 2 3}
 export BPE_MERGES=${BPE_MERGES:-4000}

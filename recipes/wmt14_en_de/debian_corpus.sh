@@ -58,13 +58,14 @@ fetch() {  # fetch PACKAGE VERSION SHA256 POOL_PATH: $DEB_DIR/PACKAGE_VERSION.de
     curl -fL --retry 3 -o "$DEB_DIR/.fetch/package.deb" "$MIRROR/$pool" \
       || die "cannot fetch $package $version: $MIRROR/$pool (set MIRROR to a Debian mirror or a snapshot that has it)"
   fi
+  compgen -G "$DEB_DIR/.fetch/*.deb" >/dev/null || die "fetching $package $version gave no .deb file"
   got=$(sha256sum "$DEB_DIR"/.fetch/*.deb | cut -d' ' -f1)
   [ "sha256:$got" = "$sum" ] || die "checksum mismatch for $package $version: expected $sum, got sha256:$got"
   mv "$DEB_DIR"/.fetch/*.deb "$deb"
   rm -rf "$DEB_DIR/.fetch"
 }
 
-while IFS=$'\t' read -r package version sum pool; do
+while IFS=$'\t' read -r package version sum pool || [ -n "$package" ]; do  # (a last line without its newline too)
   case $package in ''|'#'*) continue ;; esac
   [ -n "$pool" ] || die "$PACKAGES: line for '$package' needs PACKAGE<TAB>VERSION<TAB>sha256:HEX<TAB>POOL_PATH"
   fetch "$package" "$version" "$sum" "$pool"
