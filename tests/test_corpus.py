@@ -218,6 +218,14 @@ def test_a_paragraph_of_other_sentence_counts_is_aligned_by_length():
     assert pp.sentence_beads(en[:2], de) == [((0,), (0,)), ((1,), (1,))]  # as many: one by one
 
 
+def test_paragraphs_of_pages_whose_structures_differ_pair_only_with_the_same_element_path():
+    block = lambda path, n: pp.Block(f"html/body/{path}", " ".join(["word"] * n), 0.0)
+    same = [block("p", 8), block("ul/li", 12), block("p", 20)]
+    assert pp.paired_blocks(same, [block("p", 9), block("ul/li", 13), block("p", 21)]) == [(0, 0), (1, 1), (2, 2)]
+    # a list item in English where German has a paragraph: Gale & Church pairs them by length, the paths do not
+    assert pp.paired_blocks(same, [block("p", 9), block("p", 13), block("p", 21)]) == [(0, 0), (2, 2)]
+
+
 def test_page_blocks_keep_prose_and_leave_out_code_navigation_headings_and_tables():
     blocks = pp.page_blocks(page(PAGES["install"][0]).encode(), "install.html")
     texts = [b.text for b in blocks]
