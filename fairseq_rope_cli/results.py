@@ -112,7 +112,8 @@ def render_seeds(results, baseline=None, n_samples=1000):
 
     lines = ["", f"Across training seeds: mean ± sample standard deviation; in parentheses the difference to "
                  f"**{baseline}** and the p-value of the paired bootstrap over seeds and test sentences "
-                 f"({n_samples} resamples, seed {os.environ.get('SACREBLEU_SEED', '12345')}; docs/evaluation.md).",
+                 f"({n_samples} resamples, seed {os.environ.get('SACREBLEU_SEED', '12345')}; docs/evaluation.md); "
+                 f"(floor): no resample as extreme, the least p the test can give.",
              "", "| System | Seeds | sacreBLEU | chrF | BLEU (tokenized) | sacreBLEU by seed |",
              "|---|---|---:|---:|---:|---|"]
     for name in order:
