@@ -325,7 +325,8 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
     elif len(runs) > 1:
         lines.append(f"In parentheses: difference to **{first}** and the p-value of sacrebleu's paired bootstrap "
                      f"test ({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}); "
-                     f"\\* = p < 0.05; in brackets the bootstrap 95% confidence interval.")
+                     f"\\* = p < 0.05; (floor): no resample as extreme, the least p the test can give; in "
+                     f"brackets the bootstrap 95% confidence interval.")
         lines.append("")
     head, align = ("| Run | seeds |", "|---|---:|") if seeds else ("| Run |", "|---|")
     lines += [head + " BLEU | chrF | hyp/ref length | repeating |", align + "---:|---:|---:|---:|"]
