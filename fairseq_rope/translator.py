@@ -122,12 +122,12 @@ class TranslatorInterface:
         text's sentences ``batch_size`` at a time (a model trained with context:
         the texts in order, as one document). Returns (the translated texts, the sentences, their
         translations)."""
-        from fairseq_rope_text.markup import join_pieces, pieces_of
+        from fairseq_rope_text.markup import join_pieces, needs_alignment, pieces_of
 
         items = pieces_of(texts, fmt, self.source_lang, keep_line_breaks)
         sentences = [s for text in items for item in text if not isinstance(item, str) for s in item.sentences]
-        align = any(item.marked is not None for text in items for item in text if not isinstance(item, str))
-        translations = self.translate_running_sentences(sentences, beam, lenpen, batch_size, progress, align)
+        translations = self.translate_running_sentences(sentences, beam, lenpen, batch_size, progress,
+                                                        needs_alignment(items))
         left = iter(translations)
         return [join_pieces(text, left, self.preprocessing.words) for text in items], sentences, translations
 

@@ -142,11 +142,13 @@ class Row(NamedTuple):
     keys: FrozenSet[str]        # near-copy keys of both sides, whole and sentence by sentence
 
 
-def read_page(path: str, pp):
+def read_page(path: str):
+    from fairseq_rope_text.parallel_pages import page_blocks
+
     with open(path, "rb") as f:
         data = f.read()
     try:
-        return pp.page_blocks(data, path)
+        return page_blocks(data, path)
     except ValueError as error:
         raise InputError(PROG, str(error)) from None
 
@@ -185,9 +187,10 @@ def build(args):
     kept: Dict[str, List[Row]] = {}
     source_of: Dict[str, str] = {}
     by_source: Dict[str, dict] = {}
+    dropped: Dict[str, int] = {}  # pairs not kept, by reason
     made = agreeing = 0
     for k, (source, page, en, de) in enumerate(pages, 1):
-        en_blocks, de_blocks = read_page(en, pp), read_page(de, pp)
+        en_blocks, de_blocks = read_page(en), read_page(de)
         aligned = pp.page_pairs(en_blocks, de_blocks, args.src, args.tgt)
         other = set(pp.page_level_pairs(aligned))
         stats = by_source.setdefault(source, {"pages": 0, "paragraphs": [0, 0], "paired_paragraphs": 0,
@@ -202,11 +205,12 @@ def build(args):
             agrees = bead in other
             made += 1
             agreeing += agrees
-            if flt.reason(src, tgt, code) in (None, "duplicate"):  # duplicates: per split, below
-                parts = [aligned.source_sentences[i] for i in bead[0]] + [aligned.target_sentences[i] for i in bead[1]]
-                rows.append(Row(src, tgt, agrees, frozenset(pp.near_copy_key(x) for x in [src, tgt, *parts]) - {""}))
-            else:
-                flt.keep(src, tgt, code)  # counts the reason
+            why = flt.reason(src, tgt, code)
+            if why:
+                dropped[why] = dropped.get(why, 0) + 1
+                continue
+            parts = [aligned.source_sentences[i] for i in bead[0]] + [aligned.target_sentences[i] for i in bead[1]]
+            rows.append(Row(src, tgt, agrees, frozenset(pp.near_copy_key(x) for x in [src, tgt, *parts]) - {""}))
         kept[page] = rows
         source_of[page] = source
         if k % 50 == 0 or k == len(pages):
@@ -217,8 +221,7 @@ def build(args):
     out = {s: ([], [], []) for s in SPLITS}  # src, tgt, docid
     agree = {s: [] for s in SPLITS}
     held_keys: set = set()
-    dropped = dict(flt.dropped)
-    dropped["near_copy_of_held_out"] = 0
+    dropped.update(duplicate=0, near_copy_of_held_out=0)  # (duplicates: split by split)
     for split in SPLITS:  # test first: its keys are known before valid and train are written
         seen, split_keys = set(), set()
         for page in order:
@@ -226,7 +229,7 @@ def build(args):
                 continue
             for row in kept[page]:
                 if (row.source, row.target) in seen:
-                    dropped["duplicate"] = dropped.get("duplicate", 0) + 1
+                    dropped["duplicate"] += 1
                     continue
                 if row.keys & held_keys:  # a near copy of a held-out sentence, or one inside a held-out pair
                     dropped["near_copy_of_held_out"] += 1
@@ -237,10 +240,11 @@ def build(args):
                 out[split][1].append(row.target)
                 out[split][2].append(page)
                 agree[split].append(row.agrees)
-                by_source[source_of[page]]["kept"] += 1
                 by_source[source_of[page]][split] += 1
         if split != "train":
             held_keys |= split_keys
+    for stats in by_source.values():
+        stats["kept"] = sum(stats[split] for split in SPLITS)
     for split in SPLITS:
         if not out[split][0]:
             raise InputError(PROG, f"the {split} set is empty: {sum(len(r) for r in kept.values())} pairs in all; "

@@ -48,7 +48,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from fairseq_rope_text import files
-from fairseq_rope_text.markup import join_pieces, pieces_of
+from fairseq_rope_text.markup import join_pieces, needs_alignment, pieces_of
 
 LOG = logging.getLogger(__name__)  # one INFO line per request; tracebacks of internal errors
 MAX_DEPTH = 32  # arrays and objects in one another in a JSON body (a request needs 2)
@@ -452,7 +452,7 @@ class Server:
         # every text (each paragraph of an HTML text, its inline markup taken out) split into sentences
         documents = pieces_of(texts, fmt, model.source)
         sentences = [s for items in documents for item in items if not isinstance(item, str) for s in item.sentences]
-        align = any(item.marked is not None for items in documents for item in items if not isinstance(item, str))
+        align = needs_alignment(documents)
         batcher = self.batchers[(model.source, model.target)]
         busy = Failure(503, f"the server is busy ({self.limits.queue_size} sentences are waiting at most); try "
                             "again", {"Retry-After": "1"})

@@ -457,6 +457,12 @@ def pieces_of(texts: Sequence[str], fmt: str, lang: str, keep_line_breaks: bool 
     return out
 
 
+def needs_alignment(texts: List[List[Union[str, Piece]]]) -> bool:
+    """Whether any piece of pieces_of's ``texts`` has inline markup to carry: only then is the translations'
+    alignment asked of the engine."""
+    return any(item.marked is not None for items in texts for item in items if not isinstance(item, str))
+
+
 def join_pieces(items: List[Union[str, Piece]], translations: Iterator[str], words_of: Optional[Callable] = None
                 ) -> str:
     """A text of pieces_of with each piece's translations (taken in order from ``translations``) in place."""

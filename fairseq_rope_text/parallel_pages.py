@@ -13,7 +13,7 @@ English page and of its German translation paired by the pages' own structure, t
   length-based alignment (1993; the ``galechurch`` package) with beads of up to two sentences a side.
 * ``page_level_pairs``: the same sentences aligned by Gale & Church over the whole page, ignoring the
   paragraphs: the second, independent alignment against which the first is measured.
-* ``Filter``: the cleaning (untranslated, code, no words, length ratio, duplicates); ``near_copy_key``:
+* ``Filter``: the cleaning (untranslated, code, no words, length ratio); ``near_copy_key``:
   the key by which a held-out sentence's near copies are taken out of training.
 
 lxml (HTML) and galechurch are imported when needed: ``pip install 'fairseq-rope[corpus]'``.
@@ -21,7 +21,7 @@ lxml (HTML) and galechurch are imported when needed: ``pip install 'fairseq-rope
 
 import itertools
 import re
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from .running_text import sentences_of
 
@@ -173,11 +173,15 @@ def near_copy_key(text: str) -> str:
     return "".join(c for c in text.casefold() if c.isalpha())
 
 
+def length_ratio(source: str, target: str) -> float:
+    """The longer side's characters over the shorter side's."""
+    return max(len(source), len(target)) / max(min(len(source), len(target)), 1)
+
+
 def disagreement(source: str, target: str, max_ratio: float) -> Optional[str]:
     """Why a pair's two sides look like different content, or None: a character length ratio over
     ``max_ratio``, other numbers, other URLs."""
-    longer, shorter = max(len(source), len(target)), max(min(len(source), len(target)), 1)
-    if longer / shorter > max_ratio:
+    if length_ratio(source, target) > max_ratio:
         return "length"
     if sorted(NUMBER.findall(source)) != sorted(NUMBER.findall(target)):
         return "numbers"
@@ -187,15 +191,13 @@ def disagreement(source: str, target: str, max_ratio: float) -> Optional[str]:
 
 
 class Filter:
-    """The cleaning of the corpus's pairs, the reason a pair is dropped counted by name:
-    ``untranslated`` (the same letters on both sides), ``code`` (over ``max_code_share`` of the paragraph
-    is code, commands or file names), ``short`` (a side with fewer than ``min_words`` words),
-    ``ratio`` (character length ratio over ``max_ratio``), ``duplicate`` (a pair already kept)."""
+    """Why a pair is not kept, by name, or None: ``untranslated`` (the same letters on both sides),
+    ``code`` (over ``max_code_share`` of the paragraph is code, commands or file names), ``short`` (a side
+    with fewer than ``min_words`` words), ``ratio`` (character length ratio over ``max_ratio``).
+    (Duplicates are the corpus's to drop, split by split.)"""
 
     def __init__(self, min_words: int = 3, max_ratio: float = 2.0, max_code_share: float = 0.5):
         self.min_words, self.max_ratio, self.max_code_share = min_words, max_ratio, max_code_share
-        self.seen: set = set()
-        self.dropped: Dict[str, int] = {}
 
     def reason(self, source: str, target: str, code: float) -> Optional[str]:
         if near_copy_key(source) == near_copy_key(target):
@@ -204,16 +206,6 @@ class Filter:
             return "code"
         if min(len(source.split()), len(target.split())) < self.min_words:
             return "short"
-        if max(len(source), len(target)) / max(min(len(source), len(target)), 1) > self.max_ratio:
+        if length_ratio(source, target) > self.max_ratio:
             return "ratio"
-        if (source, target) in self.seen:
-            return "duplicate"
         return None
-
-    def keep(self, source: str, target: str, code: float) -> bool:
-        why = self.reason(source, target, code)
-        if why:
-            self.dropped[why] = self.dropped.get(why, 0) + 1
-            return False
-        self.seen.add((source, target))
-        return True

@@ -250,8 +250,7 @@ def test_the_filter_names_why_a_pair_is_dropped():
     assert f.reason("Save it.", "Speichern Sie es.", 0) == "short"
     assert f.reason("Save the file now.", "Speichern Sie die Datei jetzt sofort, bevor Sie das Programm "
                     "schließen und den Rechner ausschalten.", 0) == "ratio"
-    assert f.keep("Save the file now.", "Speichern Sie die Datei jetzt.", 0)
-    assert f.reason("Save the file now.", "Speichern Sie die Datei jetzt.", 0) == "duplicate"
+    assert f.reason("Save the file now.", "Speichern Sie die Datei jetzt.", 0) is None
     assert pp.disagreement("Use port 8080 here.", "Nutzen Sie hier Port 8081.", 1.5) == "numbers"
     assert pp.disagreement("See https://debian.org now.", "Siehe https://debian.de jetzt.", 1.5) == "urls"
 
