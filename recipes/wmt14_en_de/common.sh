@@ -171,9 +171,11 @@ print("\n".join(sorted(importlib.import_module(sys.argv[1] + ".encodings").ENCOD
 # The fairseq-rope-* commands come with the package (pip install -e REPO or scripts/setup_env.sh).
 ROPE_HINT="install fairseq-rope into this environment: pip install -e $REPO_ROOT"
 
-# The plugin must import before anything else runs with --user-dir.
+# The plugin, and fairseq for it, must be there before anything runs with --user-dir. They are looked up,
+# not imported (importing fairseq takes seconds, for every step): a plugin or a fairseq that fails to import
+# stops fairseq-train or fairseq-generate at once, and the step prints the end of its log with the error.
 check_plugin() {
   [ -f "$USER_DIR/__init__.py" ] || die "USER_DIR=$USER_DIR is not the fairseq_rope plugin (no __init__.py)"
-  (cd "$(dirname "$USER_DIR")" && "$PYTHON" -c "import $(basename "$USER_DIR")") \
-    || die "cannot import the plugin $USER_DIR with $PYTHON (see the error above)"
+  "$PYTHON" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("fairseq") is None)' \
+    || die "$PYTHON has no fairseq: pip install fairseq-fixed==0.12.3.1 (see docs/installation.md)"
 }
