@@ -25,11 +25,12 @@ everything else as it was. So this module knows nothing of a model.
   unclosed ``<v Joe>`` or a code at the cue's start stays at its start).
 * ``.docx`` (python-docx, imported when needed: ``pip install 'fairseq-rope[files]'``): each paragraph
   of the body, of its tables' cells (nested tables and text boxes too) and of its headers and footers is
-  one unit; a paragraph keeps its style and properties. Its translation goes in the paragraph's first run
-  that holds text, which keeps its formatting (bold, font, a link); the text of its other runs is
-  emptied (their pictures and page breaks kept), so formatting inside a paragraph (one bold word) is not
-  carried over to the translation. A paragraph whose translation is its text is left untouched;
-  footnotes, comments and text in fields are not translated.
+  one unit; a paragraph keeps its style and properties. Inside it, the runs formatted otherwise than most
+  of its text (a bold phrase, an italic word, another font) and its hyperlinks are inline elements of the
+  unit (``WordParagraph``), carried across the translation as a page's are: each lands on the words that
+  translate the words it marked, with its run's properties (a hyperlink with its target). A paragraph
+  whose translation is its text is left untouched; footnotes, comments and paragraphs holding fields (page
+  numbers, a table of contents) are not translated.
 
 Text formats are UTF-8 (a byte-order mark kept). A file that is not what its format says is a
 ``FileError`` naming the file and what was expected (a line number where there is one).
@@ -37,6 +38,7 @@ Text formats are UTF-8 (a byte-order mark kept). A file that is not what its for
 Only the standard library at import time.
 """
 
+import html
 import io
 import os
 import re
@@ -341,7 +343,8 @@ def python_docx():
 
 
 def read_docx(data: bytes, name: str) -> Document:
-    """A Word document's paragraphs (body, tables, text boxes, headers and footers) as units."""
+    """A Word document's paragraphs (body, tables, text boxes, headers and footers) as units of inline HTML
+    (WordParagraph)."""
     import zipfile
 
     docx = python_docx()
@@ -361,55 +364,162 @@ def read_docx(data: bytes, name: str) -> Document:
         if rel.reltype in (RT.HEADER, RT.FOOTER) and not rel.is_external and rel.target_part.partname not in seen:
             seen.add(rel.target_part.partname)
             roots.append(rel.target_part.element)
-    paragraph, run = qn("w:p"), qn("w:r")
-
-    def runs_of(p):
-        found = []
-        for r in p.iter(run):
-            up = r.getparent()
-            while up is not None and up.tag != paragraph:
-                up = up.getparent()
-            if up is p:
-                found.append(r)
-        return found
-
-    paragraphs = []  # (runs, text)
+    paragraphs = []
     for root in roots:
-        for p in root.iter(paragraph):
+        for p in root.iter(qn("w:p")):
             if p.find(".//" + qn("w:fldChar")) is not None or p.find(".//" + qn("w:fldSimple")) is not None:
                 continue  # fields (page numbers, a table of contents): kept as they are
-            runs = runs_of(p)
-            text = "".join(r.text for r in runs)
-            if text.strip():
-                paragraphs.append((runs, text))
+            paragraph = WordParagraph(p)
+            if "".join(r.text for r in paragraph.runs).strip():
+                paragraphs.append(paragraph)
+    units = [paragraph.html() for paragraph in paragraphs]
 
     def write(translations: List[str]) -> bytes:
-        for (runs, text), translation in zip(paragraphs, translations):
-            if translation == text:
-                continue
-            holding = [r for r in runs if r.text]
-            for k, r in enumerate(holding):
-                replace_run_text(r, translation if k == 0 else "")
+        for paragraph, unit, translation in zip(paragraphs, units, translations):
+            if translation != unit:
+                paragraph.write(translation)
         out = io.BytesIO()
         document.save(out)
         return out.getvalue()
 
-    return Document([text for _, text in paragraphs], write)
+    return Document(units, write, "html")
 
 
-def replace_run_text(r, text: str):
-    """Run ``r``'s text (its w:t, tabs, line breaks) replaced by ``text``, where the text was; its
-    properties, pictures and page breaks kept."""
-    from docx.oxml import OxmlElement
+class WordParagraph:
+    """A paragraph of a Word document as one unit of inline HTML, its formatting carried across the
+    translation as a page's inline elements are (fairseq_rope_text.markup). Its *runs* are those that hold
+    text (in its hyperlinks and other containers too; not a text box's, whose paragraphs are units of their
+    own). The formatting (a run's properties, w:rPr) that most of the paragraph's characters have is its
+    base; a run formatted otherwise (a bold word, another font) is a ``<span data-run="I">`` (runs of one
+    formatting in a row: one span); a hyperlink is an ``<a data-link="J">`` around its runs (their base: the
+    link's own most common formatting); inside those, a line break is a ``<br>`` and a tab a ``<br
+    data-tab="">`` (HTML would read either as a space). A paragraph without spans or links is its text as it
+    is (running text: its line breaks and tabs kept in place). Written back, the translation's text goes into
+    new runs with the properties of the run each piece of it is marked with (the base run's where unmarked)
+    and into copies of the hyperlinks (their target kept), where the paragraph's first text was; the old
+    runs' text is removed, and a run that held more than text (a picture, a page break, a footnote's
+    reference) is kept without it."""
+
+    def __init__(self, p):
+        from docx.oxml.ns import qn
+
+        self.p = p
+        self.runs, self.link_of, self.links = [], [], []
+        for r in p.iter(qn("w:r")):
+            link, up = None, r.getparent()
+            while up is not None and up.tag != qn("w:p"):
+                link = up if up.tag == qn("w:hyperlink") else link
+                up = up.getparent()
+            if up is not p or not r.text:
+                continue
+            if link is not None and not any(link is seen for seen in self.links):
+                self.links.append(link)
+            self.runs.append(r)
+            self.link_of.append(None if link is None else next(j for j, seen in enumerate(self.links) if seen is link))
+        self.base = {}  # container (None: the paragraph, J: link J) -> the first run of its base formatting
+        for container in dict.fromkeys(self.link_of):
+            weights: dict = {}
+            for i, (r, link) in enumerate(zip(self.runs, self.link_of)):
+                if link == container:
+                    weights.setdefault(run_format(r), [0, i])[0] += len(r.text)
+            self.base[container] = max(weights.values(), key=lambda w: (w[0], -w[1]))[1]
+
+    def marked(self, i: int) -> bool:
+        return run_format(self.runs[i]) != run_format(self.runs[self.base[self.link_of[i]]])
+
+    def html(self) -> str:
+        if not self.links and not any(self.marked(i) for i in range(len(self.runs))):
+            return html.escape("".join(r.text for r in self.runs), quote=False)
+        out, link, span = [], None, None  # the open <a>, and the formatting of the open <span>
+        for i, r in enumerate(self.runs):
+            fmt = run_format(r) if self.marked(i) else None
+            if span is not None and (self.link_of[i] != link or fmt != span):
+                out.append("</span>")
+                span = None
+            if self.link_of[i] != link:
+                out += ["</a>"] if link is not None else []
+                out += [f'<a data-link="{self.link_of[i]}">'] if self.link_of[i] is not None else []
+                link = self.link_of[i]
+            if fmt is not None and span is None:
+                out.append(f'<span data-run="{i}">')
+                span = fmt
+            out.append(html.escape(r.text, quote=False).replace("\n", "<br>").replace("\t", '<br data-tab="">'))
+        out += ["</span>"] if span is not None else []
+        out += ["</a>"] if link is not None else []
+        return "".join(out)
+
+    def pieces(self, translation: str) -> List[list]:
+        """The translated html() as [text, the run whose formatting it takes, its link or None], in order."""
+        from .markup import tag_name
+
+        pieces: List[list] = []
+        spans: List[int] = []
+        link = None
+        for is_text, part in html_parts(translation):
+            name = "" if is_text else tag_name(part)
+            if is_text or name == "br":
+                text = part if is_text else "\t" if "data-tab" in part.lower() else "\n"
+                run = spans[-1] if spans else self.base.get(link, self.base.get(None, 0))
+                if pieces and pieces[-1][1:] == [run, link]:
+                    pieces[-1][0] += text
+                elif text:
+                    pieces.append([text, run, link])
+                continue
+            marks = re.search(r'data-(?:run|link)="(\d+)"', part, re.I)
+            if part.startswith("</"):
+                if name == "span" and spans:
+                    spans.pop()
+                link = None if name == "a" else link
+            elif marks and name == "span" and int(marks.group(1)) < len(self.runs):
+                spans.append(int(marks.group(1)))
+            elif marks and name == "a" and int(marks.group(1)) < len(self.links):
+                link = int(marks.group(1))
+        return pieces
+
+    def write(self, translation: str):
+        """The paragraph with ``translation`` (html() translated) in place of its text."""
+        import copy
+
+        from docx.oxml import OxmlElement
+        from docx.oxml.ns import qn
+
+        anchor = self.runs[0]
+        while anchor.getparent() is not self.p:
+            anchor = anchor.getparent()
+        at, made = self.p.index(anchor), None  # new runs go where the first text was; made: (J, its copy)
+        for text, run, j in self.pieces(translation):
+            new = OxmlElement("w:r")
+            properties = self.runs[run].find(qn("w:rPr"))
+            if properties is not None:
+                new.append(copy.deepcopy(properties))
+            new.text = text
+            if j is None:
+                self.p.insert(at, new)
+                at, made = at + 1, None
+                continue
+            if made is None or made[0] != j:
+                hyperlink = copy.deepcopy(self.links[j])
+                for child in list(hyperlink):
+                    hyperlink.remove(child)
+                self.p.insert(at, hyperlink)
+                at, made = at + 1, (j, hyperlink)
+            made[1].append(new)
+        kinds = {qn("w:t"), qn("w:tab"), qn("w:cr"), qn("w:noBreakHyphen"), qn("w:ptab")}
+        for r in self.runs:
+            for child in [c for c in r if c.tag in kinds or (c.tag == qn("w:br") and c.get(qn("w:type")) in
+                                                              (None, "textWrapping"))]:
+                r.remove(child)
+            if all(c.tag == qn("w:rPr") for c in r):
+                r.getparent().remove(r)
+        for hyperlink in self.links:
+            if hyperlink.find(".//" + qn("w:r")) is None and hyperlink.getparent() is not None:
+                hyperlink.getparent().remove(hyperlink)
+
+
+def run_format(r) -> bytes:
+    """A run's formatting: its properties (w:rPr) as XML."""
     from docx.oxml.ns import qn
+    from lxml import etree
 
-    kinds = {qn("w:t"), qn("w:tab"), qn("w:cr"), qn("w:noBreakHyphen"), qn("w:ptab")}
-    held = [c for c in r if c.tag in kinds or (c.tag == qn("w:br") and c.get(qn("w:type")) in (None, "textWrapping"))]
-    at = r.index(held[0]) if held else len(r)
-    for child in held:
-        r.remove(child)
-    if text:
-        fresh = OxmlElement("w:r")
-        fresh.text = text
-        for offset, child in enumerate(list(fresh)):
-            r.insert(at + offset, child)
+    properties = r.find(qn("w:rPr"))
+    return b"" if properties is None else etree.tostring(properties)

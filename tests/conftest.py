@@ -300,3 +300,54 @@ def reversal_models(tmp_path_factory):
                 list(pool.map(train, REVERSAL_MODELS))
             (root / "complete").write_text("")
     return root, checkpoints
+
+
+def word_document(paragraphs):
+    """A .docx (bytes) of ``paragraphs``, each a list of runs: a text, or (text, how) with ``how`` a dict of
+    run properties ({"bold": True}, {"italic": True}) and/or {"link": URL} (the run inside a hyperlink to URL,
+    a relationship of the document's part, as Word writes one)."""
+    import docx
+    from docx.opc.constants import RELATIONSHIP_TYPE
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    document = docx.Document()
+    for runs in paragraphs:
+        p = document.add_paragraph()
+        for item in runs:
+            text, how = (item, {}) if isinstance(item, str) else item
+            run = p.add_run(text)
+            for name, value in how.items():
+                if name != "link":
+                    setattr(run, name, value)
+            if "link" in how:
+                hyperlink = OxmlElement("w:hyperlink")
+                hyperlink.set(qn("r:id"), document.part.relate_to(how["link"], RELATIONSHIP_TYPE.HYPERLINK,
+                                                                    is_external=True))
+                run._r.addprevious(hyperlink)
+                hyperlink.append(run._r)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def word_runs(data):
+    """Each body paragraph of a .docx (bytes) as [(text, bold, italic, the URL of its hyperlink or None)], a
+    tuple per run with text, hyperlinks' runs included."""
+    import docx
+    from docx.oxml.ns import qn
+
+    document = docx.Document(io.BytesIO(data))
+    found = []
+    for p in document.paragraphs:
+        runs = []
+        for r in p._p.iter(qn("w:r")):
+            up = r.getparent()
+            url = document.part.rels[up.get(qn("r:id"))].target_ref if up.tag == qn("w:hyperlink") else None
+            properties = r.find(qn("w:rPr"))
+            bold = properties is not None and properties.find(qn("w:b")) is not None
+            italic = properties is not None and properties.find(qn("w:i")) is not None
+            if r.text:
+                runs.append((r.text, bold, italic, url))
+        found.append(runs)
+    return found

@@ -181,7 +181,9 @@ def make_docx():
     return out.getvalue()
 
 
-DOCX_UNITS = [S[0], S[1], S[2], "42", S[3], f"{S[4]}\n\t{S[5]}", S[6], S[7]]
+# (the list paragraph's bold run a span; the italic paragraph one run: its break and tab as they are)
+DOCX_UNITS = [S[0], f'{S[1][:8]}<span data-run="1">{S[1][8:16]}</span>{S[1][16:]}', S[2], "42", S[3],
+              f"{S[4]}\n\t{S[5]}", S[6], S[7]]
 
 
 def paragraphs_of(data):
@@ -205,12 +207,59 @@ def test_a_word_document_keeps_styles_cells_runs_formatting_and_breaks():
     before, after = paragraphs_of(data), paragraphs_of(out)
     assert [style for style, _, _ in after] == [style for style, _, _ in before]  # Heading 1, List Bullet, ...
     assert [text for _, text, _ in after] == [text.upper() for _, text, _ in before]
-    assert after[1][2] == [(S[1].upper(), None, None), ("", True, None), ("", None, None)]  # the first run's
+    assert after[1][2] == [(S[1][:8].upper(), None, None), (S[1][8:16].upper(), True, None),
+                           (S[1][16:].upper(), None, None)]  # the bold run's words bold
     assert after[2][2][0] == (f"{S[4]}\n\t{S[5]}".upper(), None, True)  # italic, its break and tab kept
-    assert after[2][2][1] == ("", None, None)
+    assert after[2][2][1] == ("", None, None)  # (the page break's run)
     with zipfile.ZipFile(io.BytesIO(out)) as z:
         assert z.read("word/document.xml").count(b'w:type="page"') == 1  # the page break kept
-    assert read_document(out, "docx", "b.docx").units == [u.upper() for u in DOCX_UNITS]
+    assert read_document(out, "docx", "b.docx").units == [upper(u) for u in DOCX_UNITS]
+
+
+def reorder(units, markup):
+    """A translator of units that puts each paragraph's last element first: "a <b>x</b> c." -> "<b>X</b> A C."."""
+    out = []
+    for unit in units:
+        elements = re.findall(r"<(span|a)\b[^>]*>.*?</\1>", unit)
+        last = re.search(rf"<({elements[-1]})\b[^>]*>.*?</\1>", unit) if elements else None
+        rest = "" if last is None else (unit[:last.start()] + unit[last.end():]).strip()
+        moved = unit if last is None else " ".join(filter(None, [last.group(0), rest]))
+        out.append(upper(moved))
+    return out
+
+
+def test_a_word_paragraphs_bold_italic_and_links_land_on_the_words_they_marked():
+    """A paragraph's runs formatted otherwise than most of it (bold, italic) and its hyperlinks are inline
+    elements of its unit; written back, each piece of the translation takes the formatting (and the link, its
+    target kept) of the words it translates, wherever the translation put them; runs of one formatting in a
+    row are one element; a tab or a line break inside a formatted paragraph stays in place."""
+    from conftest import word_document, word_runs
+
+    data = word_document([
+        ["The old man will open ", ("a beautiful box", {"bold": True}), " in the city."],
+        ["See ", ("the manual", {"link": "https://example.org/manual"}), " and ", ("read", {"italic": True}),
+         ("it", {"italic": True}), " now."],
+        [("Name:", {"bold": True}), "\tvalue\nnext line"],
+        [("All of it a link.", {"link": "https://example.org/all"})],
+        ["Plain text & <angle brackets>\twith a tab."]])
+    assert read_document(data, "docx", "a.docx").units == [
+        'The old man will open <span data-run="1">a beautiful box</span> in the city.',
+        'See <a data-link="0">the manual</a> and <span data-run="3">readit</span> now.',
+        '<span data-run="0">Name:</span><br data-tab="">value<br>next line',
+        '<a data-link="0">All of it a link.</a>',
+        "Plain text &amp; &lt;angle brackets&gt;\twith a tab."]
+    out = translate_bytes(data, "docx", "a.docx", reorder)
+    assert word_runs(out) == [
+        [("A BEAUTIFUL BOX", True, False, None), (" THE OLD MAN WILL OPEN  IN THE CITY.", False, False, None)],
+        [("READIT", False, True, None), (" SEE ", False, False, None),
+         ("THE MANUAL", False, False, "https://example.org/manual"), (" AND  NOW.", False, False, None)],
+        [("NAME:", True, False, None), (" \tVALUE\nNEXT LINE", False, False, None)],  # (reorder's space)
+        [("ALL OF IT A LINK.", False, False, "https://example.org/all")],
+        [("PLAIN TEXT & <ANGLE BRACKETS>\tWITH A TAB.", False, False, None)]]
+    unnumbered = lambda units: [re.sub(r' data-run="\d+"', "", unit) for unit in units]  # noqa: E731 (runs renumbered)
+    assert unnumbered(read_document(out, "docx", "b.docx").units) == \
+        unnumbered(reorder(read_document(data, "docx", "a.docx").units, "html"))
+    assert word_runs(translate_bytes(data, "docx", "a.docx", same)) == word_runs(data)
 
 
 def test_translate_file_writes_the_same_format(tmp_path):

@@ -7,6 +7,7 @@ translations; the same scores within float32 rounding, and equal to fairseq's ow
 
 import json
 import math
+import re
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import urllib.request
 import pytest
 import torch
 
-from conftest import REVERSAL_MODELS, USER_DIR, free_port, run_tool
+from conftest import REVERSAL_MODELS, USER_DIR, free_port, run_tool, word_document, word_runs
 from fairseq_rope_text.preprocessing import resolve
 
 pytest.importorskip("ctranslate2")  # in the test extras; without it there is one engine and nothing to compare
@@ -53,6 +54,10 @@ def setup(reversal_models, tmp_path_factory):
         "</body></html>\n")
     (base / "talk.srt").write_text(f"1\n00:00:01,000 --> 00:00:02,000\n<i>{sources[16]}</i>\n\n"
                                    f"2\n00:00:03,000 --> 00:00:04,000\n{{\\an8}}{sources[17]}\n")
+    # the page's two paragraphs as a Word document: a bold run, a hyperlink
+    (base / "page.docx").write_bytes(word_document([
+        [" ".join(words[:2]) + " ", (" ".join(words[2:4]), {"bold": True}), " " + " ".join(words[4:])],
+        [(sources[14], {"link": "https://example.org/x"}), " " + sources[15]]]))
     hidden = base / "no-ctranslate2"
     hidden.mkdir()
     (hidden / "ctranslate2.py").write_text("raise ImportError(\"No module named 'ctranslate2'\")\n")
@@ -219,16 +224,24 @@ def test_fairseq_rope_translate_keeps_a_pages_and_a_subtitles_inline_markup_on_e
     from fairseq_rope_text.files import read_document
 
     _, fairseq = translators["interleaved"]
-    for name in ("page.html", "talk.srt"):
+    for name in ("page.html", "talk.srt", "page.docx"):
         out = tmp_path / f"de.{name}"
         command(setup, installed, "fairseq-rope-translate", "--model-dir", setup["models"]["interleaved"],
                 "--data-bin", setup["bin"], "--input", setup["base"] / name, "--output", out)
         data = (setup["base"] / name).read_bytes()
         document = read_document(data, name.split(".")[1], name)
-        assert out.read_bytes() == document.write(fairseq.translate_texts(document.units, document.markup)[0])
+        expected = document.write(fairseq.translate_texts(document.units, document.markup)[0])
+        assert (word_runs(out.read_bytes()) == word_runs(expected)) if name.endswith(".docx") else \
+            (out.read_bytes() == expected)
     page = (tmp_path / "de.page.html").read_text()
     assert page.count("<b>") == page.count("</b>") == 1 and "<code>w1 w2</code>" in page and "href='x.html'" in page
     assert (tmp_path / "de.talk.srt").read_text().count("{\\an8}") == 1
+    # the Word document's bold run and link hold the words the page's <b> and <a> hold
+    bold = re.search(r"<b>(.*?)</b>", page).group(1)
+    link = re.search(r"<a href='x.html'>(.*?)</a>", page).group(1)
+    runs = word_runs((tmp_path / "de.page.docx").read_bytes())
+    assert [text for text, is_bold, _, _ in runs[0] if is_bold] == [bold]
+    assert [text for text, _, _, url in runs[1] if url] == [link] and runs[1][0][3] == "https://example.org/x"
 
 
 def serve(setup, installed, *flags):
