@@ -7,6 +7,7 @@ import random
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -351,3 +352,43 @@ def word_runs(data):
                 runs.append((r.text, bold, italic, url))
         found.append(runs)
     return found
+
+
+def fairseq_train_main(argv, log):
+    """fairseq-train's main on ``argv`` (its command line after the program name), its output in ``log``:
+    what a process of fairseq_train_processes runs."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.distributed import utils as distributed_utils
+    from fairseq_cli import train
+
+    with open(log, "w") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    torch.set_num_threads(1)
+    args = options.parse_args_and_arch(options.get_training_parser(), list(argv))
+    distributed_utils.call_main(convert_namespace_to_omegaconf(args), train.main)
+    sys.stdout.flush()
+
+
+def fairseq_train_processes(argvs, logs, timeout=300):
+    """fairseq-train's main, one process per command line in ``argvs`` (the ranks of a distributed run, each
+    its output in its log), all at once: forked from a server process that imported fairseq, the plugin
+    and the tests' encoding once (multiprocessing's forkserver), instead of an interpreter started and
+    fairseq imported for each (seconds). Their exit codes, in order; one still running after ``timeout``
+    seconds is killed (-9)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["conftest", "fairseq_cli.train"])
+    processes = [context.Process(target=fairseq_train_main, args=(list(map(str, argv)), str(log)))
+                 for argv, log in zip(argvs, logs)]
+    for process in processes:
+        process.start()
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+    return [process.exitcode for process in processes]

@@ -8,7 +8,6 @@ feature is said by the encoding (``refused_features``), never by a list here or 
 
 import logging
 import os
-import subprocess
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
@@ -20,8 +19,8 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq_cli import train as fairseq_train
 
-from conftest import (BIN, TEST_ENCODING_USER_DIR, USER_DIR, encoding_variants, free_port, model_of, random_tokens,
-                      reversal_task)
+from conftest import (TEST_ENCODING_USER_DIR, USER_DIR, encoding_variants, fairseq_train_processes, free_port,
+                      model_of, random_tokens, reversal_task)
 from fairseq_rope.checkpoints import load_checkpoint
 from fairseq_rope.encodings import EncodingTransformerModel
 from test_model import decode_step_by_step_equals_full_pass
@@ -290,11 +289,10 @@ def check_two_processes(dict_dir, encoding, flags, data, tmp_path, **_):
                    "--distributed-no-spawn", "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
     two = tmp_path / "two"
     logs = [tmp_path / f"rank{rank}.log" for rank in (0, 1)]
-    ranks = [subprocess.Popen([os.path.join(BIN, "fairseq-train"), *train_args(data, two, encoding, *distributed,
-                                                                                 "--distributed-rank", str(rank))],
-                              stdout=open(logs[rank], "w"), stderr=subprocess.STDOUT) for rank in (0, 1)]
-    for rank, log in zip(ranks, logs):
-        assert rank.wait(timeout=300) == 0, log.read_text()[-3000:]
+    codes = fairseq_train_processes([train_args(data, two, encoding, *distributed, "--distributed-rank", str(rank))
+                                     for rank in (0, 1)], logs)
+    for code, log in zip(codes, logs):
+        assert code == 0, log.read_text()[-3000:]
     one = train(data, tmp_path / "one", encoding, "--update-freq", "2")
     two_model, one_model = model_of(two / "checkpoint_last.pt"), model_of(one / "checkpoint_last.pt")
     assert load_checkpoint(str(two / "checkpoint_last.pt"))["optimizer_history"][-1]["num_updates"] == 3
