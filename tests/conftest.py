@@ -354,9 +354,9 @@ def word_runs(data):
     return found
 
 
-def fairseq_train_main(argv, log):
-    """fairseq-train's main on ``argv`` (its command line after the program name), its output in ``log``:
-    what a process of fairseq_train_processes runs."""
+def fairseq_train_main(argv, log, threads):
+    """fairseq-train's main on ``argv`` (its command line after the program name) with torch's ``threads``,
+    its output in ``log``: what a process of fairseq_train_processes runs."""
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.distributed import utils as distributed_utils
@@ -365,7 +365,7 @@ def fairseq_train_main(argv, log):
     with open(log, "w") as out:
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     args = options.parse_args_and_arch(options.get_training_parser(), list(argv))
     distributed_utils.call_main(convert_namespace_to_omegaconf(args), train.main)
     sys.stdout.flush()
@@ -376,12 +376,12 @@ def fairseq_train_processes(argvs, logs, timeout=300):
     its output in its log), all at once: forked from a server process that imported fairseq, the plugin
     and the tests' encoding once (multiprocessing's forkserver), instead of an interpreter started and
     fairseq imported for each (seconds). Their exit codes, in order; one still running after ``timeout``
-    seconds is killed (-9)."""
+    seconds is killed (-9). Each uses as many threads as this process."""
     import multiprocessing
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["conftest", "fairseq_cli.train"])
-    processes = [context.Process(target=fairseq_train_main, args=(list(map(str, argv)), str(log)))
+    processes = [context.Process(target=fairseq_train_main, args=(list(map(str, argv)), str(log), torch.get_num_threads()))
                  for argv, log in zip(argvs, logs)]
     for process in processes:
         process.start()
