@@ -62,7 +62,7 @@ def setup(reversal_models, tmp_path_factory):
     hidden.mkdir()
     (hidden / "ctranslate2.py").write_text("raise ImportError(\"No module named 'ctranslate2'\")\n")
     without = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(hidden), os.environ.get("PYTHONPATH")])))
-    return dict(base=base, bin=base / "bin", models=models, sources=sources, root=root, without=without,
+    return dict(base=base, bin=base / "bin", models=models, sources=sources, words=words, root=root, without=without,
                 env={True: dict(os.environ), False: without})
 
 
@@ -236,12 +236,15 @@ def test_fairseq_rope_translate_keeps_a_pages_and_a_subtitles_inline_markup_on_e
     page = (tmp_path / "de.page.html").read_text()
     assert page.count("<b>") == page.count("</b>") == 1 and "<code>w1 w2</code>" in page and "href='x.html'" in page
     assert (tmp_path / "de.talk.srt").read_text().count("{\\an8}") == 1
-    # the Word document's bold run and link hold the words the page's <b> and <a> hold
-    bold = re.search(r"<b>(.*?)</b>", page).group(1)
-    link = re.search(r"<a href='x.html'>(.*?)</a>", page).group(1)
+    # the Word document's bold run and link hold the words that <b> and <a> hold in its paragraphs as HTML
+    words, sources = setup["words"], setup["sources"]
+    twins = fairseq.translate_texts([f"{' '.join(words[:2])} <b>{' '.join(words[2:4])}</b> {' '.join(words[4:])}",
+                                     f"<a href='x.html'>{sources[14]}</a> {sources[15]}"], "html")[0]
+    bold = re.search(r"<b>(.*?)</b>", twins[0]).group(1)
+    link = re.search(r"<a href='x.html'>(.*?)</a>", twins[1]).group(1)
     runs = word_runs((tmp_path / "de.page.docx").read_bytes())
     assert [text for text, is_bold, _, _ in runs[0] if is_bold] == [bold]
-    assert [text for text, _, _, url in runs[1] if url] == [link] and runs[1][0][3] == "https://example.org/x"
+    assert [(text, url) for text, _, _, url in runs[1] if url] == [(link, "https://example.org/x")]
 
 
 def serve(setup, installed, *flags):
