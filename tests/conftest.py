@@ -7,7 +7,6 @@ import random
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -28,6 +27,7 @@ import fairseq_rope.fused_rotary
 if INTERPRETER:
     del os.environ["TRITON_INTERPRET"]
     fairseq_rope.fused_rotary.INTERPRET = False
+import forked  # noqa: E402  (commands in new processes without a new interpreter)
 import kerple  # a sixth encoding, the tests' own: every registry-driven test covers it
 from fairseq import options, tasks
 
@@ -140,9 +140,15 @@ def model_of(path):
     return load_checkpoint(str(path))["model"]
 
 
-def run_tool(tool, *args, check=True, **kwargs):
-    """Runs an installed command; with check, a failure raises with the end of its output."""
-    result = subprocess.run([os.path.join(BIN, tool), *map(str, args)], capture_output=True, text=True, **kwargs)
+def run_tool(tool, *args, check=True, threads=None, **kwargs):
+    """Runs an installed command in a new process: forked (tests/forked.py: no new interpreter, torch with
+    ``threads``, by default this process's), or, where ``env`` or ``cwd`` is given, started as a user starts
+    it; ``input``: its standard input. With check, a failure raises with the end of its output."""
+    if set(kwargs) <= {"input", "timeout"}:
+        result = forked.run(tool, args, threads=threads, **kwargs)
+    else:
+        result = subprocess.run([os.path.join(BIN, tool), *map(str, args)], capture_output=True, text=True,
+                                **kwargs)
     if check and result.returncode:
         raise AssertionError(f"{tool} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result
@@ -291,11 +297,9 @@ def reversal_models(tmp_path_factory):
             root.mkdir(exist_ok=True)
             raw = reversal_task(root, {"train": 600, "valid": 20, "test": 200}, max_words=12)
             (root / "raw.src").write_text("".join(line + "\n" for line in raw["test", "src"]))
-            env = dict(os.environ, OMP_NUM_THREADS="1")
-
             def train(name):
                 run_tool("fairseq-train", root / "bin", *REVERSAL_MODELS[name], *REVERSAL_TRAIN, "--save-dir",
-                         root / name, env=env)
+                         root / name, threads=1)
 
             with ThreadPoolExecutor(2) as pool:
                 list(pool.map(train, REVERSAL_MODELS))
@@ -353,42 +357,3 @@ def word_runs(data):
         found.append(runs)
     return found
 
-
-def fairseq_train_main(argv, log, threads):
-    """fairseq-train's main on ``argv`` (its command line after the program name) with torch's ``threads``,
-    its output in ``log``: what a process of fairseq_train_processes runs."""
-    from fairseq import options
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from fairseq.distributed import utils as distributed_utils
-    from fairseq_cli import train
-
-    with open(log, "w") as out:
-        os.dup2(out.fileno(), 1)
-        os.dup2(out.fileno(), 2)
-    torch.set_num_threads(threads)
-    args = options.parse_args_and_arch(options.get_training_parser(), list(argv))
-    distributed_utils.call_main(convert_namespace_to_omegaconf(args), train.main)
-    sys.stdout.flush()
-
-
-def fairseq_train_processes(argvs, logs, timeout=300):
-    """fairseq-train's main, one process per command line in ``argvs`` (the ranks of a distributed run, each
-    its output in its log), all at once: forked from a server process that imported fairseq, the plugin
-    and the tests' encoding once (multiprocessing's forkserver), instead of an interpreter started and
-    fairseq imported for each (seconds). Their exit codes, in order; one still running after ``timeout``
-    seconds is killed (-9). Each uses as many threads as this process."""
-    import multiprocessing
-
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["conftest", "fairseq_cli.train"])
-    processes = [context.Process(target=fairseq_train_main, args=(list(map(str, argv)), str(log), torch.get_num_threads()))
-                 for argv, log in zip(argvs, logs)]
-    for process in processes:
-        process.start()
-    deadline = time.monotonic() + timeout
-    for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
-        if process.exitcode is None:
-            process.kill()
-            process.join()
-    return [process.exitcode for process in processes]

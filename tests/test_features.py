@@ -19,8 +19,9 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq_cli import train as fairseq_train
 
-from conftest import (TEST_ENCODING_USER_DIR, USER_DIR, encoding_variants, fairseq_train_processes, free_port,
-                      model_of, random_tokens, reversal_task)
+import forked
+from conftest import (TEST_ENCODING_USER_DIR, USER_DIR, encoding_variants, free_port, model_of, random_tokens,
+                      reversal_task)
 from fairseq_rope.checkpoints import load_checkpoint
 from fairseq_rope.encodings import EncodingTransformerModel
 from test_model import decode_step_by_step_equals_full_pass
@@ -288,11 +289,11 @@ def check_two_processes(dict_dir, encoding, flags, data, tmp_path, **_):
     distributed = ["--distributed-world-size", "2", "--distributed-init-method", f"tcp://127.0.0.1:{port}",
                    "--distributed-no-spawn", "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"]
     two = tmp_path / "two"
-    logs = [tmp_path / f"rank{rank}.log" for rank in (0, 1)]
-    codes = fairseq_train_processes([train_args(data, two, encoding, *distributed, "--distributed-rank", str(rank))
-                                     for rank in (0, 1)], logs)
-    for code, log in zip(codes, logs):
-        assert code == 0, log.read_text()[-3000:]
+    ranks = [forked.Command("fairseq-train", train_args(data, two, encoding, *distributed, "--distributed-rank",
+                                                        str(rank))) for rank in (0, 1)]
+    for rank in ranks:
+        done = rank.wait(300)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     one = train(data, tmp_path / "one", encoding, "--update-freq", "2")
     two_model, one_model = model_of(two / "checkpoint_last.pt"), model_of(one / "checkpoint_last.pt")
     assert load_checkpoint(str(two / "checkpoint_last.pt"))["optimizer_history"][-1]["num_updates"] == 3
