@@ -23,8 +23,8 @@ was split. Line endings (LF or CRLF) are kept.
 Files by their format: an --input ending in .html or .htm (the text between tags), .srt or .vtt
 (subtitles: each cue's text, its lines joined, translated and wrapped back into as many lines; numbers,
 timings, settings and the WebVTT header kept byte for byte) or .docx (Word: each paragraph, in the body,
-tables, headers and footers, its style kept; the translation takes the formatting of the paragraph's
-first run: pip install 'fairseq-rope[files]') is translated unit by unit, each unit as running text, and
+tables, headers and footers, its style kept, its bold, italic and linked words on their translation:
+pip install 'fairseq-rope[files]') is translated unit by unit, each unit as running text, and
 written to --output in the same format (a .docx needs --output); --format txt, html, srt, vtt or docx
 to say it (stdin is text unless --format says otherwise). Any other file is plain text, as above.
 (fairseq_rope_text.files, docs/usage.md.)

@@ -504,7 +504,8 @@ class WordParagraph:
                 self.p.insert(at, hyperlink)
                 at, made = at + 1, (j, hyperlink)
             made[1].append(new)
-        kinds = {qn("w:t"), qn("w:tab"), qn("w:cr"), qn("w:noBreakHyphen"), qn("w:ptab")}
+        # what a run's text is, and where Word's layout last broke a page in it (recomputed when it lays out)
+        kinds = {qn("w:t"), qn("w:tab"), qn("w:cr"), qn("w:noBreakHyphen"), qn("w:ptab"), qn("w:lastRenderedPageBreak")}
         for r in self.runs:
             for child in [c for c in r if c.tag in kinds or (c.tag == qn("w:br") and c.get(qn("w:type")) in
                                                               (None, "textWrapping"))]:

@@ -547,3 +547,58 @@ def test_a_webvtt_cue_that_runs_into_the_next_timing_line_ends_there_as_webvtts_
         "WEBVTT\n\n00:01.000 --> 00:02.000\nX.\n00:03.000 --> 00:04.000\nY z\nw v.\n"
     with pytest.raises(FileError, match="x.vtt, line 5: expected a timing line"):
         read_document(b"WEBVTT\n\n00:01.000 --> 00:02.000\nA\n00:03 --> 00:04\n", "vtt", "x.vtt")
+
+
+OTHER_PROJECTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "other_projects")
+REAL_FILES = sorted(os.path.join(project, name) for project in ("python-docx", "webvtt-py")
+                    for name in os.listdir(os.path.join(OTHER_PROJECTS, project)) if "." in name and name != "LICENSE")
+
+
+@pytest.mark.parametrize("name", REAL_FILES)
+def test_files_of_other_projects_keep_their_units_tags_and_links(name):
+    """Word documents of python-docx's tests (hyperlinks to pages and to a bookmark, character styles, font
+    colours) and subtitles of webvtt-py's (cue tags, timestamps inside a cue, <font> and <c.colour> nested,
+    STYLE blocks, a byte-order mark), translated by a translator that upper-cases each unit's text: as many
+    units out as in, each one's tags the same, around the same words, and the rest of the file as it was
+    (a subtitle file's every other line; a Word document's hyperlinks, with their targets, and its
+    paragraphs' formatting)."""
+    data = open(os.path.join(OTHER_PROJECTS, name), "rb").read()
+    fmt = name.rsplit(".", 1)[1]
+    units = read_document(data, fmt, name).units
+    assert units
+    out = translate_bytes(data, fmt, name, Marking())
+    unnumbered = lambda units: [re.sub(r' data-run="\d+"', "", unit) for unit in units]  # noqa: E731
+    assert unnumbered(read_document(out, fmt, name).units) == unnumbered([upper(unit) for unit in units])
+    if fmt in ("srt", "vtt"):
+        assert structure(out, fmt) == structure(data, fmt)
+        return
+    with zipfile.ZipFile(io.BytesIO(data)) as before, zipfile.ZipFile(io.BytesIO(out)) as after:
+        links = [re.findall(rb"<w:hyperlink ([^>]*)>", z.read("word/document.xml")) for z in (before, after)]
+        targets = [sorted(re.findall(rb"""Id=["'](\w+)["'][^>]*Target=["']([^"']*)""", z.read("word/_rels/document.xml.rels")))
+                   for z in (before, after)]
+    assert links[1] == links[0]  # each link's r:id (its target) or w:anchor (a bookmark), once
+    assert targets[1] == targets[0]
+    assert formatted_text(out) == [[(text.upper(), how) for text, how in p] for p in formatted_text(data)]
+
+
+def formatted_text(data):
+    """Each body paragraph of a .docx as [(text, its run properties' XML and its hyperlink's attributes)],
+    consecutive text of the same formatting and link joined."""
+    import docx
+    from docx.oxml.ns import qn
+    from lxml import etree
+
+    found = []
+    for p in docx.Document(io.BytesIO(data)).paragraphs:
+        pieces = []
+        for r in p._p.iter(qn("w:r")):
+            link = r.getparent() if r.getparent().tag == qn("w:hyperlink") else None
+            properties = r.find(qn("w:rPr"))
+            how = (b"" if properties is None else etree.tostring(properties),
+                   None if link is None else sorted(link.attrib.items()))
+            if r.text and pieces and pieces[-1][1] == how:
+                pieces[-1] = (pieces[-1][0] + r.text, how)
+            elif r.text:
+                pieces.append((r.text, how))
+        found.append(pieces)
+    return found
