@@ -9,7 +9,7 @@ setup(
     license="MIT",
     packages=find_packages(include=["fairseq_rope", "fairseq_rope.*", "fairseq_rope_cli", "fairseq_rope_cli.*",
                                     "fairseq_rope_text", "fairseq_rope_text.*", "fairseq_rope_server",
-                                    "fairseq_rope_server.*"]),
+                                    "fairseq_rope_server.*", "fairseq_rope_checkpoints"]),
     package_data={"fairseq_rope_server": ["web/index.html"]},
     python_requires=">=3.10,<3.14",
     install_requires=[

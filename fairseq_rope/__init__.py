@@ -41,7 +41,7 @@ def _check_fairseq():
 
 _check_fairseq()
 
-from .checkpoints import allow_fairseq_checkpoints  # noqa: E402
+from fairseq_rope_checkpoints import allow_fairseq_checkpoints  # noqa: E402
 
 allow_fairseq_checkpoints()
 

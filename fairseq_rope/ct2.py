@@ -67,7 +67,7 @@ from fairseq_rope_text.markup import Translation
 from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, resolve
 
 from .alibi import ALiBi
-from .checkpoints import load_checkpoint, longest_training_source
+from fairseq_rope_checkpoints import load_checkpoint, longest_training_source
 from .encodings import ENCODINGS
 from .nope import NoPE
 from .options import RopeOptions

@@ -30,7 +30,7 @@ from fairseq.hub_utils import GeneratorHubInterface
 from fairseq_rope_text.markup import Translation
 from fairseq_rope_text.preprocessing import Preprocessing, PreprocessingError, resolve
 
-from .checkpoints import check_fits, load_checkpoint, longest_training_source, trained_languages
+from fairseq_rope_checkpoints import check_fits, load_checkpoint, longest_training_source, trained_languages
 from .preprocessing import RecordedPreprocessing
 from .translator import TranslatorInterface
 
@@ -91,7 +91,7 @@ class Translator(TranslatorInterface, GeneratorHubInterface):
         return self.in_context().score(items, batch_size=batch_size)
 
     def longest_training_source(self) -> Optional[int]:
-        """The longest source the model was trained on (fairseq_rope.checkpoints.longest_training_source)."""
+        """The longest source the model was trained on (fairseq_rope_checkpoints.longest_training_source)."""
         return longest_training_source(self.models[0].encoder, self.cfg.task.data, self.source_lang, self.target_lang)
 
 

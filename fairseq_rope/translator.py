@@ -14,7 +14,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from fairseq_rope_text.documents import DocumentError
 
-from .checkpoints import say_long_sentences
+from fairseq_rope_checkpoints import say_long_sentences
 
 
 class EngineError(ValueError):

@@ -69,7 +69,7 @@ def average_checkpoints(inputs, log=print):
     """Returns the state of ``inputs[0]`` with ``state["model"]`` replaced by the element-wise mean."""
     import torch
 
-    from fairseq_rope.checkpoints import CheckpointError, load_checkpoint  # weights_only, the plugin's allowlist
+    from fairseq_rope_checkpoints import CheckpointError, load_checkpoint  # weights_only, fairseq's classes allowed
 
     if not inputs:
         raise InputError(PROG, "no input checkpoints")

@@ -36,7 +36,7 @@ PROG = "fairseq-rope-checkpoint"
 
 def updates_of(path):
     """The updates a checkpoint holds, or None (with the reason on stderr) when it cannot be loaded."""
-    from fairseq_rope.checkpoints import load_checkpoint
+    from fairseq_rope_checkpoints import load_checkpoint
 
     try:
         return load_checkpoint(path)["optimizer_history"][-1]["num_updates"]
@@ -72,7 +72,7 @@ def resume(save_dir):
 
 def final_name(checkpoint, max_update):
     """checkpoint_<epoch>_<max_update>.pt when ``checkpoint`` holds update ``max_update``, else None."""
-    from fairseq_rope.checkpoints import CheckpointError, load_checkpoint
+    from fairseq_rope_checkpoints import CheckpointError, load_checkpoint
 
     try:
         state = load_checkpoint(checkpoint)
@@ -120,7 +120,7 @@ def main(argv=None):
             raise InputError(PROG, f"--max-update must be >= 1, got {args.max_update}")
         result = {"name": final_name(args.checkpoint, args.max_update)}
     else:
-        from fairseq_rope.checkpoints import CheckpointError, check_fits
+        from fairseq_rope_checkpoints import CheckpointError, check_fits
 
         need_path(args.checkpoint, "CHECKPOINT")
         need_path(args.data_bin, "--data-bin", isdir=True)

@@ -211,7 +211,7 @@ def load_model(args, prog: str, record):
         overrides = None
     if not isinstance(overrides, dict):
         raise InputError(prog, f"--model-overrides must be a Python dict, got {args.model_overrides!r}")
-    from fairseq_rope.checkpoints import CheckpointError
+    from fairseq_rope_checkpoints import CheckpointError
     from fairseq_rope.hub import load_translator
 
     try:

@@ -80,7 +80,7 @@ def main(argv=None):
             raise InputError(PROG, f"{flag} not found: {path}")
     if os.path.exists(args.output_dir) and not args.force:
         raise InputError(PROG, f"--output-dir exists: {args.output_dir} (give --force to replace it)")
-    from fairseq_rope.checkpoints import CheckpointError
+    from fairseq_rope_checkpoints import CheckpointError
     from fairseq_rope.ct2 import ExportError, export
 
     try:

@@ -150,7 +150,7 @@ def main(argv=None):
         from fairseq_rope_server.app import Limits, ServedModel, make_app
     except ImportError as error:
         raise InputError(PROG, f"{error.name} is not installed: pip install 'fairseq-rope[serve]'") from None
-    from fairseq_rope.checkpoints import CheckpointError
+    from fairseq_rope_checkpoints import CheckpointError
     from fairseq_rope.hub import check_device, load_translator
 
     # fairseq, as it is imported, has every library log to stderr from DEBUG (fairseq's lines of each beam

@@ -217,7 +217,7 @@ def main(argv=None):
                                              for name in os.listdir(args.data_bin)):
         raise InputError(PROG, f"--data-bin {args.data_bin} has no dict.*.txt: not a data-bin (fairseq-preprocess's "
                                "output, with the dictionaries the model was trained with)")
-    from fairseq_rope.checkpoints import CheckpointError
+    from fairseq_rope_checkpoints import CheckpointError
     from fairseq_rope.hub import check_device, load_translator
 
     try:

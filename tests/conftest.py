@@ -135,7 +135,7 @@ def free_port():
 
 def model_of(path):
     """The weights of a fairseq checkpoint, loaded weights_only."""
-    from fairseq_rope.checkpoints import load_checkpoint
+    from fairseq_rope_checkpoints import load_checkpoint
 
     return load_checkpoint(str(path))["model"]
 

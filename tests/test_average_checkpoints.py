@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import run_main
-from fairseq_rope.checkpoints import load_checkpoint
+from fairseq_rope_checkpoints import load_checkpoint
 from fairseq_rope_cli import average
 
 

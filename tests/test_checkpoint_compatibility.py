@@ -9,7 +9,7 @@ import torch
 
 from conftest import USER_DIR
 from conftest import run_tool as run
-from fairseq_rope.checkpoints import allowed_names
+from fairseq_rope_checkpoints import allowed_names
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "v0.4.0"
 MODELS = ["rope", "rope_linear", "rpe", "t5bias", "alibi"]

@@ -11,7 +11,7 @@ import numpy
 import pytest
 import torch
 
-from fairseq_rope.checkpoints import load_checkpoint
+from fairseq_rope_checkpoints import load_checkpoint
 
 NUMPY_1 = "numpy==1.26.4"
 # fairseq imports scikit-learn, which imports scipy: the newest scipy (1.18) needs numpy 2, so the numpy 1
@@ -46,7 +46,7 @@ def test_numpy_arrays_load_weights_only_across_numpy_1_and_2(numpy_1, tmp_path):
 import numpy, torch
 assert numpy.__version__ == "{NUMPY_1.split('==')[1]}", numpy.__version__
 import fairseq_rope
-from fairseq_rope.checkpoints import load_checkpoint
+from fairseq_rope_checkpoints import load_checkpoint
 state = load_checkpoint({str(written_by_2)!r})
 assert state["extra_state"]["metrics"]["_bleu_counts_0"].tolist() == [3, 2, 1]
 assert state["args"].arch == "rope_transformer"

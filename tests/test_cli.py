@@ -9,7 +9,7 @@ import torch
 
 from conftest import CLI_TRAIN, USER_DIR, reversal_task
 from conftest import run_tool as run
-from fairseq_rope.checkpoints import UnsafeCheckpointError, load_checkpoint
+from fairseq_rope_checkpoints import UnsafeCheckpointError, load_checkpoint
 
 TRAIN = [*CLI_TRAIN, "--log-interval", "10"]
 
@@ -54,7 +54,7 @@ def hypotheses(stdout, prefix="H-"):
 
 
 def test_checkpoints_load_weights_only(trained):
-    from fairseq_rope.checkpoints import allowed_names
+    from fairseq_rope_checkpoints import allowed_names
     allowed = allowed_names()
     for checkpoint in ("checkpoint_last.pt", "checkpoint_best.pt"):
         needed = set(torch.serialization.get_unsafe_globals_in_checkpoint(str(trained / checkpoint)))

@@ -12,7 +12,7 @@ import torch
 
 from conftest import REVERSAL_MODELS, REVERSAL_TRAIN, USER_DIR, run_main
 from conftest import run_tool as run
-from fairseq_rope.checkpoints import load_checkpoint
+from fairseq_rope_checkpoints import load_checkpoint
 from fairseq_rope_cli import ct2 as ct2_command
 from fairseq_rope_text import preprocessing
 

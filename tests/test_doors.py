@@ -220,7 +220,7 @@ def test_a_code_running_checkpoint_is_refused_at_every_door(model, tmp_path, doo
     marker = tmp_path / "ran"
     bad = code_running_checkpoint(tmp_path / "run" / "checkpoint_1_10.pt", marker)
     if door == "load_translator":
-        from fairseq_rope.checkpoints import UnsafeCheckpointError
+        from fairseq_rope_checkpoints import UnsafeCheckpointError
         from fairseq_rope.hub import load_translator
 
         # fairseq's hub calls torch.load without weights_only: the environment variable would make that
@@ -287,7 +287,7 @@ def test_a_tokenizer_beside_the_recorded_preprocessing_is_refused(model):
 def test_a_checkpoint_of_another_data_bin_is_named(model, tmp_path):
     """A checkpoint trained on other dictionaries: check_fits and fairseq-rope-checkpoint fits name the
     checkpoint, the dictionary and both sizes, whichever is larger."""
-    from fairseq_rope.checkpoints import CheckpointError, check_fits
+    from fairseq_rope_checkpoints import CheckpointError, check_fits
     from fairseq_rope_cli import checkpoint as checkpoint_cli
 
     base, data_bin, checkpoint = model
@@ -439,7 +439,7 @@ def test_every_file_the_commands_write_goes_through_atomic_output():
 def test_a_checkpoint_in_torchs_legacy_format_still_loads(model, tmp_path):
     """load_translator reads each checkpoint weights-only first, with its tensors mapped; a checkpoint in
     torch's legacy (pre-zip) format cannot be mapped and is read whole instead, and translates."""
-    from fairseq_rope.checkpoints import load_checkpoint
+    from fairseq_rope_checkpoints import load_checkpoint
     from fairseq_rope.hub import load_translator
 
     base, data_bin, checkpoint = model
@@ -508,7 +508,7 @@ def test_a_damaged_ctranslate2_export_is_one_line_naming_the_file(model, tmp_pat
 def test_a_checkpoint_whose_target_dictionary_differs_is_named(model, tmp_path):
     """Only the target dictionary differs (the source one fits): check_fits, and so fairseq-rope-translate,
     name the decoder and dict.tgt.txt with both sizes."""
-    from fairseq_rope.checkpoints import CheckpointError, check_fits
+    from fairseq_rope_checkpoints import CheckpointError, check_fits
 
     base, data_bin, checkpoint = model
     copy = tmp_path / "data-bin"

@@ -6,7 +6,7 @@ import torch
 
 from conftest import CLI_TRAIN, USER_DIR, reversal_task
 from conftest import run_tool as run
-from fairseq_rope.checkpoints import allowed_names
+from fairseq_rope_checkpoints import allowed_names
 from test_cli import hypotheses, interactive
 
 

@@ -22,7 +22,7 @@ from fairseq_cli import train as fairseq_train
 import forked
 from conftest import (TEST_ENCODING_USER_DIR, USER_DIR, encoding_variants, free_port, model_of, random_tokens,
                       reversal_task)
-from fairseq_rope.checkpoints import load_checkpoint
+from fairseq_rope_checkpoints import load_checkpoint
 from fairseq_rope.encodings import EncodingTransformerModel
 from test_model import decode_step_by_step_equals_full_pass
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("fairseq_rope_text", "fairseq_rope", "fairseq_rope_server", "fairseq_rope_cli")
+PACKAGES = ("fairseq_rope_text", "fairseq_rope_checkpoints", "fairseq_rope", "fairseq_rope_server", "fairseq_rope_cli")
 
 
 def project_modules():
@@ -75,7 +75,10 @@ def test_no_module_imports_itself_through_others():
     assert cycles(graph) == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles(graph))
 
 
-@pytest.mark.parametrize("package, forbidden", [("fairseq_rope_text", ("fairseq_rope", "fairseq_rope_server", "fairseq_rope_cli")),
+@pytest.mark.parametrize("package, forbidden", [("fairseq_rope_text", ("fairseq_rope", "fairseq_rope_server", "fairseq_rope_cli",
+                                                                      "fairseq_rope_checkpoints")),
+                                                ("fairseq_rope_checkpoints", ("fairseq_rope", "fairseq_rope_server",
+                                                                              "fairseq_rope_cli", "fairseq_rope_text")),
                                                 ("fairseq_rope", ("fairseq_rope_server", "fairseq_rope_cli")),
                                                 ("fairseq_rope_server", ("fairseq_rope", "fairseq_rope_cli"))])
 def test_lower_layers_never_import_higher_ones(package, forbidden):
@@ -92,3 +95,28 @@ def test_the_walk_sees_lazy_imports_and_cycles():
     hub = imports_of("fairseq_rope.hub", modules["fairseq_rope.hub"], modules)
     assert "fairseq_rope.ct2" in hub  # imported inside CTranslate2's branch of a function
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
+
+
+def test_the_checkpoint_commands_never_import_fairseq(tmp_path):
+    """fairseq-rope-average and fairseq-rope-checkpoint (resume, final-name: each train.sh and average.sh
+    step) read checkpoints with torch alone: fairseq is not imported (it takes seconds), here in a new
+    interpreter that runs them on checkpoints as fairseq-train saves them."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys, torch
+from fairseq_rope_cli import average, checkpoint
+for update in (1, 2):
+    torch.save({{"model": {{"w": torch.full((2,), float(update))}}, "cfg": {{"model": None}}, "extra_state":
+                {{"train_iterator": {{"epoch": 1, "iterations_in_epoch": update}}}},
+                "optimizer_history": [{{"num_updates": update}}]}}, "{tmp_path}/checkpoint_1_%d.pt" % update)
+torch.save(torch.load("{tmp_path}/checkpoint_1_2.pt"), "{tmp_path}/checkpoint_last.pt")
+checkpoint.main(["resume", "{tmp_path}"])
+checkpoint.main(["final-name", "{tmp_path}/checkpoint_last.pt", "--max-update", "2"])
+average.main(["--inputs", "{tmp_path}/checkpoint_1_1.pt", "{tmp_path}/checkpoint_1_2.pt", "--output", "{tmp_path}/avg.pt"])
+print(sorted(name for name in sys.modules if name.split(".")[0] in ("fairseq", "fairseq_cli", "fairseq_rope")))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ['{"updates": 2, "restored": null}', '{"name": "checkpoint_1_2.pt"}', "[]"]

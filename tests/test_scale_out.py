@@ -23,7 +23,7 @@ import torch
 from conftest import free_port, model_of
 from test_recipes import RECIPE, REPO, TINY_MODEL, lines, make_corpus, recipe_env, step
 
-from fairseq_rope.checkpoints import load_checkpoint
+from fairseq_rope_checkpoints import load_checkpoint
 
 
 @pytest.fixture(scope="module")

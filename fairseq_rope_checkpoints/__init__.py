@@ -6,6 +6,11 @@ pickle an ``argparse.Namespace`` (the model config) and, with ``--eval-bleu``, n
 arrays in the training metrics. We allowlist exactly those classes; a checkpoint that
 needs anything else (e.g. a pickle that calls ``os.system``) is refused and nothing in it
 runs. Turning weights_only off would let any checkpoint run code.
+
+A package of its own, beside the plugin: it imports torch and numpy, not fairseq (whose import takes
+seconds), so the commands that only read checkpoints (fairseq-rope-average, fairseq-rope-checkpoint: a
+step of every training and averaging) start without it; what needs fairseq (its dictionaries, datasets)
+imports it where it is used.
 """
 
 import argparse
