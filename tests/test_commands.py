@@ -200,7 +200,7 @@ def test_scripts_with_a_shebang_are_executable_and_nothing_edits_sys_path():
     """Every script meant to be run (a #! first line) in recipes/ and scripts/ has its executable
     bit; no Python file of the project changes sys.path (tools are installed commands or modules)."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    files = [os.path.join(root, name) for top in ("recipes", "scripts", "fairseq_rope", "fairseq_rope_cli", "tests")
+    files = [os.path.join(root, name) for top in ("recipes", "scripts", "fairseq_rope", "fairseq_rope_checkpoints", "fairseq_rope_cli", "tests")
              for root, _, names in os.walk(os.path.join(repo, top)) for name in names
              if name.endswith((".py", ".sh"))]
     assert len(files) > 30

@@ -186,7 +186,7 @@ def test_every_torch_load_of_the_project_is_weights_only():
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     calls, checked = [], 0
-    for top in ("fairseq_rope", "fairseq_rope_cli", "fairseq_rope_text", "scripts"):
+    for top in ("fairseq_rope", "fairseq_rope_checkpoints", "fairseq_rope_cli", "fairseq_rope_text", "scripts"):
         for root, _, names in os.walk(os.path.join(repo, top)):
             for name in names:
                 if not name.endswith(".py"):
@@ -421,7 +421,7 @@ def test_every_file_the_commands_write_goes_through_atomic_output():
         ("fairseq_rope_text/preprocessing.py", "open(out + '.tmp', 'w', encoding='utf-8')"),
     }
     found = set()
-    for top in ("fairseq_rope", "fairseq_rope_cli", "fairseq_rope_text"):
+    for top in ("fairseq_rope", "fairseq_rope_checkpoints", "fairseq_rope_cli", "fairseq_rope_text"):
         for name in sorted(os.listdir(os.path.join(repo, top))):
             path = f"{top}/{name}"
             if not name.endswith(".py") or path == "fairseq_rope_cli/common.py":
