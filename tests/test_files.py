@@ -550,20 +550,21 @@ def test_a_webvtt_cue_that_runs_into_the_next_timing_line_ends_there_as_webvtts_
 
 
 OTHER_PROJECTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "other_projects")
-REAL_FILES = sorted(os.path.join(project, name) for project in ("python-docx", "webvtt-py")
+REAL_FILES = sorted(os.path.join(project, name) for project in ("pygments", "python-docx", "webvtt-py")
                     for name in os.listdir(os.path.join(OTHER_PROJECTS, project)) if "." in name and name != "LICENSE")
 
 
 @pytest.mark.parametrize("name", REAL_FILES)
 def test_files_of_other_projects_keep_their_units_tags_and_links(name):
-    """Word documents of python-docx's tests (hyperlinks to pages and to a bookmark, character styles, font
+    """A page template of Pygments' tests (links inside bold text, line breaks, scripts, styles), Word
+    documents of python-docx's tests (hyperlinks to pages and to a bookmark, character styles, font
     colours) and subtitles of webvtt-py's (cue tags, timestamps inside a cue, <font> and <c.colour> nested,
     STYLE blocks, a byte-order mark), translated by a translator that upper-cases each unit's text: as many
     units out as in, each one's tags the same, around the same words, and the rest of the file as it was
     (a subtitle file's every other line; a Word document's hyperlinks, with their targets, and its
     paragraphs' formatting)."""
     data = open(os.path.join(OTHER_PROJECTS, name), "rb").read()
-    fmt = name.rsplit(".", 1)[1]
+    fmt = {"xhtml": "html"}.get(name.rsplit(".", 1)[1], name.rsplit(".", 1)[1])
     units = read_document(data, fmt, name).units
     assert units
     out = translate_bytes(data, fmt, name, Marking())
@@ -571,6 +572,10 @@ def test_files_of_other_projects_keep_their_units_tags_and_links(name):
     assert unnumbered(read_document(out, fmt, name).units) == unnumbered([upper(unit) for unit in units])
     if fmt in ("srt", "vtt"):
         assert structure(out, fmt) == structure(data, fmt)
+        return
+    if fmt == "html":  # every tag, comment, script and style as it was, in its place
+        tags = r"<!--.*?-->|<script.*?</script>|<style.*?</style>|<[^>]+>"
+        assert re.findall(tags, out.decode(), re.S) == re.findall(tags, data.decode(), re.S)
         return
     with zipfile.ZipFile(io.BytesIO(data)) as before, zipfile.ZipFile(io.BytesIO(out)) as after:
         links = [re.findall(rb"<w:hyperlink ([^>]*)>", z.read("word/document.xml")) for z in (before, after)]
