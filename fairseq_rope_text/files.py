@@ -370,7 +370,7 @@ def read_docx(data: bytes, name: str) -> Document:
             if p.find(".//" + qn("w:fldChar")) is not None or p.find(".//" + qn("w:fldSimple")) is not None:
                 continue  # fields (page numbers, a table of contents): kept as they are
             paragraph = WordParagraph(p)
-            if "".join(r.text for r in paragraph.runs).strip():
+            if "".join(paragraph.texts).strip():
                 paragraphs.append(paragraph)
     units = [paragraph.html() for paragraph in paragraphs]
 
@@ -404,35 +404,36 @@ class WordParagraph:
         from docx.oxml.ns import qn
 
         self.p = p
-        self.runs, self.link_of, self.links = [], [], []
+        self.runs, self.texts, self.link_of, self.links = [], [], [], []
         for r in p.iter(qn("w:r")):
             link, up = None, r.getparent()
             while up is not None and up.tag != qn("w:p"):
                 link = up if up.tag == qn("w:hyperlink") else link
                 up = up.getparent()
-            if up is not p or not r.text:
+            text = r.text
+            if up is not p or not text:
                 continue
-            if link is not None and not any(link is seen for seen in self.links):
+            if link is not None and (not self.links or self.links[-1] is not link):  # (a link's runs: in a row)
                 self.links.append(link)
             self.runs.append(r)
-            self.link_of.append(None if link is None else next(j for j, seen in enumerate(self.links) if seen is link))
+            self.texts.append(text)
+            self.link_of.append(None if link is None else len(self.links) - 1)
+        formats = [run_format(r) for r in self.runs]
         self.base = {}  # container (None: the paragraph, J: link J) -> the first run of its base formatting
         for container in dict.fromkeys(self.link_of):
             weights: dict = {}
-            for i, (r, link) in enumerate(zip(self.runs, self.link_of)):
+            for i, (text, link) in enumerate(zip(self.texts, self.link_of)):
                 if link == container:
-                    weights.setdefault(run_format(r), [0, i])[0] += len(r.text)
+                    weights.setdefault(formats[i], [0, i])[0] += len(text)
             self.base[container] = max(weights.values(), key=lambda w: (w[0], -w[1]))[1]
-
-    def marked(self, i: int) -> bool:
-        return run_format(self.runs[i]) != run_format(self.runs[self.base[self.link_of[i]]])
+        # each run's formatting where it is not its container's base, else None
+        self.marks = [None if f == formats[self.base[link]] else f for f, link in zip(formats, self.link_of)]
 
     def html(self) -> str:
-        if not self.links and not any(self.marked(i) for i in range(len(self.runs))):
-            return html.escape("".join(r.text for r in self.runs), quote=False)
+        if not self.links and not any(self.marks):
+            return html.escape("".join(self.texts), quote=False)
         out, link, span = [], None, None  # the open <a>, and the formatting of the open <span>
-        for i, r in enumerate(self.runs):
-            fmt = run_format(r) if self.marked(i) else None
+        for i, (text, fmt) in enumerate(zip(self.texts, self.marks)):
             if span is not None and (self.link_of[i] != link or fmt != span):
                 out.append("</span>")
                 span = None
@@ -443,7 +444,7 @@ class WordParagraph:
             if fmt is not None and span is None:
                 out.append(f'<span data-run="{i}">')
                 span = fmt
-            out.append(html.escape(r.text, quote=False).replace("\n", "<br>").replace("\t", '<br data-tab="">'))
+            out.append(html.escape(text, quote=False).replace("\n", "<br>").replace("\t", '<br data-tab="">'))
         out += ["</span>"] if span is not None else []
         out += ["</a>"] if link is not None else []
         return "".join(out)

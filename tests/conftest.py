@@ -297,6 +297,7 @@ def reversal_models(tmp_path_factory):
             root.mkdir(exist_ok=True)
             raw = reversal_task(root, {"train": 600, "valid": 20, "test": 200}, max_words=12)
             (root / "raw.src").write_text("".join(line + "\n" for line in raw["test", "src"]))
+
             def train(name):
                 run_tool("fairseq-train", root / "bin", *REVERSAL_MODELS[name], *REVERSAL_TRAIN, "--save-dir",
                          root / name, threads=1)
