@@ -1,11 +1,11 @@
 """fairseq-rope-prep: the WMT14 recipe's text preparation, one subcommand per step.
 
-    fairseq-rope-prep tokenize   --lang en -i IN -o OUT [--workers N]
-    fairseq-rope-prep detokenize --lang de -i IN -o OUT [--workers N]
+    fairseq-rope-prep tokenize   --lang en -i IN [IN ...] -o OUT [OUT ...] [--workers N]
+    fairseq-rope-prep detokenize --lang de -i IN [IN ...] -o OUT [OUT ...] [--workers N]
     fairseq-rope-prep clean      --src A.en --tgt A.de --out-src B.en --out-tgt B.de [--min 1] [--max 250] [--ratio 1.5]
     fairseq-rope-prep sgm        IN.sgm OUT.txt [--docids OUT.docids]
     fairseq-rope-prep spm-train  --inputs A.en A.de --model-prefix PREFIX [--vocab-size 37000] [--model-type unigram|bpe]
-    fairseq-rope-prep subwords   --record DATA_BIN --lang en -i IN -o OUT [--workers N]
+    fairseq-rope-prep subwords   --record DATA_BIN --lang en -i IN [IN ...] -o OUT [OUT ...] [--workers N]
     fairseq-rope-prep record     --dir DATA_BIN --source-lang en --target-lang de --pretokenizer moses|none
                                  [--bpe-codes CODES [--bpe-vocabulary VOCAB.en VOCAB.de --bpe-vocabulary-threshold 50]
                                   | --sentencepiece-model SPM.model] [--context K]
@@ -17,7 +17,8 @@ remove-non-printing-char.perl, tokenizer.perl -a, i.e. sacremoses MosesPunctNorm
 unicode-punctuation pre-replacement and control-character removal) and
 MosesTokenizer(aggressive_dash_splits=True, escape=False). escape=False keeps "&" and "<" as they
 are (the Moses CLI would write &amp; and &lt;, which then end up in BPE codes and hypotheses).
-Lines are processed in order-preserving chunks by a multiprocessing pool. detokenize is its
+Lines are processed in order-preserving chunks by a multiprocessing pool; several files (-i and -o
+in the same order) by one pool, whose workers set up sacremoses once. detokenize is its
 inverse (joins "@-@" splits, attaches punctuation; no unescaping).
 
 clean drops sentence pairs by length and length ratio, like Moses' clean-corpus-n.perl; ours
@@ -106,33 +107,33 @@ def _chunks(path, mode, lang, record):
             yield mode, lang, buf, record
 
 
-def process_file(mode, lang, src, dst, workers=1, record=None):
-    """Applies tokenize, detokenize or (with a ``record``) subwords to every line of ``src``; writes
-    ``dst`` atomically; returns the number of lines and the numbers of the lines that came out empty."""
-    for _ in decode_lines(src, PROG):  # first, so that bytes that are not UTF-8 are named, not a traceback
-        pass
-    n, empty = 0, []
-    with atomic_output(dst) as out:
-        if workers <= 1:
-            results = map(_work, _chunks(src, mode, lang, record))
-            pool = None
-        else:
-            pool = multiprocessing.Pool(workers)
-            results = pool.imap(_work, _chunks(src, mode, lang, record))
-        try:
-            for lines in results:
-                for line in lines:
-                    out.write(line + "\n")
-                    n += 1
-                    if not line:
-                        empty.append(n)
-                if n % (CHUNK * 100) == 0:
-                    print(f"[{PROG} {mode}] {src}: {n} lines", file=sys.stderr, flush=True)
-        finally:
-            if pool is not None:
-                pool.close()
-                pool.join()
-    return n, empty
+def process_files(mode, lang, pairs, workers=1, record=None):
+    """Applies tokenize, detokenize or (with a ``record``) subwords to every line of each ``src`` of
+    ``pairs`` [(src, dst)], in order, with one pool of ``workers`` processes for all of them (each sets
+    up its tokenizer or subword model once); writes each ``dst`` atomically; yields, as each is written,
+    (src, dst, its number of lines, the numbers of its lines that came out empty)."""
+    for src, _ in pairs:  # first, so that bytes that are not UTF-8 are named, not a traceback
+        for _ in decode_lines(src, PROG):
+            pass
+    pool = multiprocessing.Pool(workers) if workers > 1 else None
+    try:
+        for src, dst in pairs:
+            n, empty = 0, []
+            jobs = _chunks(src, mode, lang, record)
+            with atomic_output(dst) as out:
+                for lines in (pool.imap(_work, jobs) if pool is not None else map(_work, jobs)):
+                    for line in lines:
+                        out.write(line + "\n")
+                        n += 1
+                        if not line:
+                            empty.append(n)
+                    if n % (CHUNK * 100) == 0:
+                        print(f"[{PROG} {mode}] {src}: {n} lines", file=sys.stderr, flush=True)
+            yield src, dst, n, empty
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
 
 
 def drop_reason(src_tokens, tgt_tokens, min_len=1, max_len=250, ratio=1.5, max_word_length=1000):
@@ -193,27 +194,39 @@ def add_parallel_files(parser, src_help, tgt_help):
 
 
 def add_line_files(parser, input_help):
-    """-i, -o and --workers of a subcommand that processes a text file line by line (process_file)."""
-    parser.add_argument("-i", "--input", required=True, help=input_help)
-    parser.add_argument("-o", "--output", required=True, help="output file (written atomically)")
+    """-i, -o and --workers of a subcommand that processes text files line by line (process_files)."""
+    parser.add_argument("-i", "--input", required=True, nargs="+", metavar="IN",
+                        help=f"{input_help}; several: each to the -o in the same place")
+    parser.add_argument("-o", "--output", required=True, nargs="+", metavar="OUT",
+                        help="output file (written atomically), one per -i")
     parser.add_argument("--workers", type=int, default=1, help="processes (default: %(default)s)")
 
 
 def check_line_files(args):
-    """add_line_files' options: the input exists, the output is another file, at least one worker."""
-    need_file(args.input, "-i")
-    if os.path.abspath(args.input) == os.path.abspath(args.output):
-        raise InputError(PROG, f"-o must differ from -i ({args.input})")
+    """add_line_files' options: an output for each input, the inputs exist, no output is an input or
+    named twice, at least one worker. Returns [(input, output)]."""
+    if len(args.input) != len(args.output):
+        raise InputError(PROG, f"-o needs a file for each of the {len(args.input)} -i files, got {len(args.output)}")
+    for path in args.input:
+        need_file(path, "-i")
+    inputs = {os.path.abspath(path) for path in args.input}
+    seen = set()
+    for path in args.output:
+        if os.path.abspath(path) in inputs:
+            raise InputError(PROG, f"-o must differ from -i ({path})")
+        if os.path.abspath(path) in seen:
+            raise InputError(PROG, f"-o names {path} twice")
+        seen.add(os.path.abspath(path))
     if args.workers < 1:
         raise InputError(PROG, f"--workers must be >= 1, got {args.workers}")
+    return list(zip(args.input, args.output))
 
 
 def run_moses(args):
-    check_line_files(args)
-    n, empty = process_file(args.cmd, args.lang, args.input, args.output, args.workers)
-    note = (f" ({len(empty)} empty, kept so that lines stay aligned: line {', '.join(map(str, empty[:5]))}"
-            f"{', ...' if len(empty) > 5 else ''})") if empty else ""
-    print(f"[{PROG} {args.cmd}] ({args.lang}) {args.input} -> {args.output}: {n} lines{note}", file=sys.stderr)
+    for src, dst, n, empty in process_files(args.cmd, args.lang, check_line_files(args), args.workers):
+        note = (f" ({len(empty)} empty, kept so that lines stay aligned: line {', '.join(map(str, empty[:5]))}"
+                f"{', ...' if len(empty) > 5 else ''})") if empty else ""
+        print(f"[{PROG} {args.cmd}] ({args.lang}) {src} -> {dst}: {n} lines{note}", file=sys.stderr)
 
 
 def run_clean(args):
@@ -307,15 +320,14 @@ def run_spm_train(args):
 
 
 def run_subwords(args):
-    check_line_files(args)
+    pairs = check_line_files(args)
     try:
         record = preprocessing.read(args.record)
         record.split("", args.lang)  # a language the record has no vocabulary for is named now
     except PreprocessingError as error:
         raise InputError(PROG, str(error)) from None
-    n, _ = process_file("subwords", args.lang, args.input, args.output, args.workers, record.origin)
-    print(f"[{PROG} subwords] ({args.lang}) {args.input} -> {args.output}: {n} lines; {record.describe()}",
-          file=sys.stderr)
+    for src, dst, n, _ in process_files("subwords", args.lang, pairs, args.workers, record.origin):
+        print(f"[{PROG} subwords] ({args.lang}) {src} -> {dst}: {n} lines; {record.describe()}", file=sys.stderr)
 
 
 def run_record(args):
@@ -483,7 +495,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     for name in ("output", "out_src", "out_tgt", "out_docids"):  # checked before the work starts
         flag = "OUT.txt" if args.cmd == "sgm" and name == "output" else "--" + name.replace("_", "-")
-        check_output_file(PROG, flag, getattr(args, name, None))
+        paths = getattr(args, name, None)
+        for path in paths if isinstance(paths, list) else [paths]:  # (-o of several files)
+            check_output_file(PROG, flag, path)
     if args.cmd == "sgm":
         check_output_file(PROG, "--docids", args.docids)
     if args.cmd == "spm-train":

@@ -217,9 +217,9 @@ def subword_nmt_data_bin(base, words, source_lang, target_lang):
     return data_bin
 
 
-def untrained_checkpoint(data_bin, path, source_lang, target_lang, arch="rope_transformer", seed=0):
-    """A checkpoint of a small model on ``data_bin``'s dictionaries, saved as fairseq-train saves one:
-    enough to read what the entry points feed a model (ids do not depend on weights)."""
+def untrained_checkpoint(data_bin, path, source_lang, target_lang, arch="rope_transformer", seed=0, flags=()):
+    """A checkpoint of a small model on ``data_bin``'s dictionaries (and fairseq-train's ``flags``), saved as
+    fairseq-train saves one: enough to read what the entry points feed a model (ids do not depend on weights)."""
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from omegaconf import OmegaConf
@@ -228,7 +228,7 @@ def untrained_checkpoint(data_bin, path, source_lang, target_lang, arch="rope_tr
         str(data_bin), "--arch", arch, "--user-dir", USER_DIR, "--task", "translation_resumable",
         "--source-lang", source_lang, "--target-lang", target_lang, "--encoder-layers", "1", "--decoder-layers", "1",
         "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32",
-        "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"])
+        "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", *flags])
     cfg = convert_namespace_to_omegaconf(args)
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(seed)
@@ -269,21 +269,28 @@ def shared_dir(tmp_path_factory):
 
 # the trained reversal models that several files use, each trained once per test run (fairseq-train's flags)
 REVERSAL_MODELS = {
-    "interleaved": ["--arch", "rope_transformer"],
+    # validated once, at the end, with --eval-bleu (the numpy counts it keeps in the checkpoint: test_cli.py)
+    "interleaved": ["--arch", "rope_transformer", "--eval-bleu", "--eval-bleu-args", '{"beam": 2}',
+                    "--best-checkpoint-metric", "bleu", "--maximize-best-checkpoint-metric"],
     "baseline": ["--arch", "transformer"],
     # Shaw's RPE with a clip that sentences of 12 words exceed; T5's bias with 18 buckets up to 128,
     # whose encoder puts distance 8 in bucket 5 in float32 (CTranslate2's arithmetic) and 4 in float64
     "rpe": ["--arch", "rpe_transformer", "--rpe-max-relative-position", "4"],
     "t5bias": ["--arch", "t5bias_transformer", "--t5bias-num-buckets", "18", "--t5bias-max-distance", "128"],
 }
-REVERSAL_TRAIN = [*CLI_TRAIN, "--max-update", "250", "--disable-validation", "--no-epoch-checkpoints"]
+REVERSAL_UPDATES = 250
+# validation once, after the last update (fairseq validates when it stops): the weights are those of a run
+# without it; the last two of an epoch checkpoint every 5 epochs kept (about 20 updates apart)
+REVERSAL_TRAIN = [*CLI_TRAIN, "--max-update", str(REVERSAL_UPDATES), "--validate-interval", "1000",
+                  "--save-interval", "5", "--keep-last-epochs", "2"]
 
 
 @pytest.fixture(scope="session")
 def reversal_models(tmp_path_factory):
     """(root, {name: checkpoint}): the toy task of reversal_task (600 training sentences of up to 12 words,
     200 test, BPE'd with root/codes, binarized in root/bin, the raw test source in root/raw.src) and the
-    models of REVERSAL_MODELS trained on it for 250 updates (their translations differ between sentences),
+    models of REVERSAL_MODELS trained on it for 250 updates (their translations differ between sentences;
+    in root/NAME, checkpoint_last.pt, checkpoint_best.pt and the last two epoch checkpoints of every 5th),
     two at a time with one thread each: trained once per test run, whichever worker asks first, the other
     waiting for them (a lock beside the directory). Read them; write what a test makes elsewhere."""
     from concurrent.futures import ThreadPoolExecutor

@@ -3,37 +3,49 @@
 import math
 import os
 import re
+import shutil
 
 import pytest
 import torch
 
-from conftest import CLI_TRAIN, USER_DIR, reversal_task
+from conftest import CLI_TRAIN, REVERSAL_UPDATES, USER_DIR
 from conftest import run_tool as run
 from fairseq_rope_checkpoints import UnsafeCheckpointError, load_checkpoint
 
 TRAIN = [*CLI_TRAIN, "--log-interval", "10"]
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    """A toy translation task (reverse the word order), BPE'd with subword-nmt, fairseq-preprocess'd."""
-    root = tmp_path_factory.mktemp("cli")
-    reversal_task(root, {"train": 600, "valid": 20, "test": 25}, max_words=10)
-    return root
-
-
-TRAINED_UPDATES = 300
+N_TEST = 25
 
 
 @pytest.fixture(scope="module")
-def trained(data):
-    """rope_transformer trained 300 updates (enough to reverse short inputs in part, so that outputs
-    differ between inputs), validating once at the end with --eval-bleu (numpy in the checkpoint)."""
-    save = data / "rope"
-    run("fairseq-train", data / "bin", "--arch", "rope_transformer", *TRAIN, "--max-update", TRAINED_UPDATES,
-        "--save-dir", save, "--eval-bleu", "--eval-bleu-args", '{"beam": 2}', "--best-checkpoint-metric", "bleu",
-        "--maximize-best-checkpoint-metric", "--validate-interval", "1000", "--save-interval", "1000")
-    return save
+def data(reversal_models, tmp_path_factory):
+    """The toy task of conftest.reversal_models (reverse the word order; BPE'd with subword-nmt) with a test
+    set of its first 25 test sentences, binarized with its dictionaries: codes, {train,valid,test}.{src,tgt}
+    and bin/ as reversal_task writes them."""
+    root, _ = reversal_models
+    own = tmp_path_factory.mktemp("cli")
+    shutil.copyfile(root / "codes", own / "codes")
+    for split in ("train", "valid", "test"):
+        for lang in ("src", "tgt"):
+            lines = (root / f"{split}.{lang}").read_text().splitlines()[:N_TEST if split == "test" else None]
+            (own / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines))
+    run("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--srcdict", root / "bin" / "dict.src.txt",
+        "--tgtdict", root / "bin" / "dict.tgt.txt", *[arg for split in ("train", "valid", "test")
+                                                      for arg in (f"--{split}pref", own / split)],
+        "--destdir", own / "bin", "--workers", "1")
+    return own
+
+
+TRAINED_UPDATES = REVERSAL_UPDATES
+
+
+@pytest.fixture(scope="module")
+def trained(reversal_models):
+    """rope_transformer trained 250 updates (conftest.reversal_models' "interleaved": enough to reverse short
+    inputs in part, so that outputs differ between inputs), validating once at the end with --eval-bleu
+    (numpy in the checkpoint). Read only."""
+    return reversal_models[0] / "interleaved"
 
 
 def interactive(data, checkpoint, lines, *flags):

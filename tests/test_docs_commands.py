@@ -10,6 +10,7 @@ strongest form that runs here without data or a GPU.
 
 import contextlib
 import glob
+import functools
 import io
 import os
 import re
@@ -128,6 +129,13 @@ def test_fairseq_command_parses_with_the_plugin(where, env, words):
 TOOL_COMMANDS = [c for c in COMMANDS if kind(c[2]) in ("tool", "script")]
 
 
+@functools.lru_cache(maxsize=None)
+def help_of(command):
+    """What ``command --help`` prints, run once per command for every docs line that uses it (a script's
+    --help imports torch and fairseq: seconds each)."""
+    return subprocess.run([*command, "--help"], capture_output=True, text=True, cwd=REPO).stdout
+
+
 @pytest.mark.parametrize("where, env, words", TOOL_COMMANDS, ids=[c[0] for c in TOOL_COMMANDS])
 def test_tool_command_uses_flags_of_its_help(where, env, words):
     if kind(words) == "tool":
@@ -141,7 +149,7 @@ def test_tool_command_uses_flags_of_its_help(where, env, words):
     for command, used in ((command, own), ([sys.executable, os.path.join(REPO, "scripts", "benchmark.py")], passed_on)):
         if not used:
             continue  # (after --: ab_benchmark.py passes them to benchmark.py)
-        help_text = subprocess.run([*command, "--help"], capture_output=True, text=True, cwd=REPO).stdout
+        help_text = help_of(tuple(command))
         assert "usage" in help_text.lower(), f"{where}: {' '.join(command)} --help printed no usage"
         unknown = {flag for flag in flags_of(used) if flag not in help_text}
         assert not unknown, f"{where}: {' '.join(command[-2:])} has no {sorted(unknown)}"

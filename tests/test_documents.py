@@ -16,7 +16,7 @@ import sys
 import pytest
 import torch
 
-from conftest import BIN
+from conftest import BIN, run_tool
 from test_recipes import RECIPE, lines, recipe_env, step
 
 from fairseq_rope.documents import ContextTranslator
@@ -195,13 +195,10 @@ def test_contrastive_scores_are_the_log_probabilities_of_the_sentence_in_context
         for lang in ("en", "de"):
             keep = lines(raw / f"pronouns.{part}.{lang}")[:n * (3 if part == "context" else 1)]
             (tmp_path / f"two.{part}.{lang}").write_text("".join(line + "\n" for line in keep))
-    proc = subprocess.run([os.path.join(BIN, "fairseq-rope-contrastive"), "--checkpoint", str(run["checkpoint"]),
-                           "--data-bin", str(run["data_bin"]), "--bpe-codes", str(run["data_bin"] / "codes"),
-                           "--context", str(CONTEXT), "--json", str(tmp_path / "two.json"),
-                           "--text", str(tmp_path / "two.text"), "--context-text", str(tmp_path / "two.context"),
-                           "--context-lines", "3", "--scores", str(tmp_path / "scores"), "--device", "cpu"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_tool("fairseq-rope-contrastive", "--checkpoint", run["checkpoint"], "--data-bin", run["data_bin"],
+                    "--bpe-codes", run["data_bin"] / "codes", "--context", CONTEXT, "--json", tmp_path / "two.json",
+                    "--text", tmp_path / "two.text", "--context-text", tmp_path / "two.context", "--context-lines", 3,
+                    "--scores", tmp_path / "scores", "--device", "cpu", timeout=300)
     scores = [-float(s) for s in lines(tmp_path / "scores")]
     hub = translator.hub
     model = hub.models[0]  # in eval mode: fairseq's hub made it fast for generation
@@ -296,9 +293,8 @@ def test_a_context_beyond_a_position_table_is_refused_and_relative_encodings_tak
                           device="cpu", preprocessing=whole_document)
     whole = ContextTranslator(hub).translate_documents_ids([doc])[0]
     assert len(whole) == len(doc) and all(ids for ids, _ in whole)
-    proc = subprocess.run([os.path.join(BIN, "fairseq-rope-doc-translate"), "--checkpoint", str(run["checkpoint"]),
-                           "--data-bin", str(run["data_bin"]), "--input", str(run["raw"] / "test.en")],
-                          capture_output=True, text=True)
+    proc = run_tool("fairseq-rope-doc-translate", "--checkpoint", run["checkpoint"], "--data-bin", run["data_bin"],
+                    "--input", run["raw"] / "test.en", check=False)
     assert proc.returncode == 1 and "the model takes 2 sentences of context" in proc.stderr, proc.stderr
     assert "give --docids" in proc.stderr
 

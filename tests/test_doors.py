@@ -371,11 +371,9 @@ def test_a_command_killed_while_writing_leaves_the_old_file_or_the_whole_new_one
     """SIGKILL at seeded random moments of a run that replaces an existing output: afterwards the output
     is the old file or the complete new one (what an uninterrupted run writes), never a part."""
     import random
-    import signal
-    import subprocess
     import time
 
-    from conftest import BIN
+    import forked
 
     base, data_bin, checkpoint = model
     output = tmp_path / ("out.txt" if command.endswith("translate") else "avg.pt")
@@ -386,20 +384,21 @@ def test_a_command_killed_while_writing_leaves_the_old_file_or_the_whole_new_one
     else:
         inputs = [shutil.copy(checkpoint, tmp_path / f"checkpoint_1_{u}.pt") for u in (10, 20, 30)]
         args = ["--inputs", *inputs, "--output", output]
-    argv = [os.path.join(BIN, command), *map(str, args)]
-    subprocess.run(argv, check=True, capture_output=True)
+    # the command forked from a process that imported torch and fairseq (tests/forked.py): its run is its
+    # work, so that every kill falls in it, none in a new interpreter's imports
+    assert forked.run(command, args).returncode == 0
     complete = output.read_bytes()
     old = b"the old file\n"
     start = time.perf_counter()
-    subprocess.run(argv, check=True, capture_output=True)
+    assert forked.run(command, args).returncode == 0
     seconds = time.perf_counter() - start
     rng = random.Random(7)
     for at in sorted(rng.uniform(0.3, 1.0) * seconds for _ in range(3)):
         output.write_bytes(old)
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        running = forked.Command(command, args)
         time.sleep(at)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        running.process.kill()  # SIGKILL
+        running.wait()
         assert output.read_bytes() in (old, complete), f"killed after {at:.2f} s of {seconds:.2f} s"
 
 

@@ -55,7 +55,7 @@ def data(tmp_path_factory):
     resolve(str(root / "bin"), "src", "tgt", bpe_codes=str(root / "codes")).write(str(root / "bin"))
     (root / "test.raw").write_text("".join(line + "\n" for line in raw["test", "src"]))
     run_tool("fairseq-train", root / "bin", "--arch", "rope_transformer", *CLI_TRAIN, *SMALL, "--max-update", "300",
-             "--keep-last-epochs", "5", "--disable-validation", "--save-dir", root / "model", env=environment(False))
+             "--keep-last-epochs", "5", "--disable-validation", "--save-dir", root / "model", threads=1)  # (forked: eager)
     run_tool("fairseq-rope-average", "--inputs", root / "model", "--num-epoch-checkpoints", "5", "--output",
              root / "model" / "checkpoint_best.pt", env=environment(True))
     return root

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import model_of
+from conftest import model_of, run_tool
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(REPO, "recipes", "wmt14_en_de")
@@ -289,12 +289,10 @@ def test_python_api_and_interactive_translate_the_test_set_as_evaluate_does(reci
     evaluated = lines(result["hyps_detok"])
     sources, references = lines(recipe["raw"] / "test.en"), lines(recipe["raw"] / "test.de")
     assert len(set(evaluated)) > 8, evaluated  # trained: outputs differ between inputs
-    interactive = os.path.join(os.path.dirname(sys.executable), "fairseq-interactive")
-    out = subprocess.run(
-        [interactive, str(work / "data-bin"), "--user-dir", os.path.join(REPO, "fairseq_rope"), "--cpu",
-         "--path", str(checkpoint), "--beam", "4", "--lenpen", "0.6", "--bpe", "recorded",
-         "--buffer-size", "16", "--batch-size", "16"],  # fairseq's length limits, as the API
-        input="\n".join(sources) + "\n", capture_output=True, text=True, env=recipe["env"], check=True)
+    out = run_tool("fairseq-interactive", work / "data-bin", "--user-dir", os.path.join(REPO, "fairseq_rope"), "--cpu",
+                   "--path", checkpoint, "--beam", "4", "--lenpen", "0.6", "--bpe", "recorded",
+                   "--buffer-size", "16", "--batch-size", "16",  # fairseq's length limits, as the API
+                   input="\n".join(sources) + "\n")
     by_id = {int(line.split("\t")[0][2:]): line.split("\t")[2] for line in out.stdout.splitlines() if line.startswith("D-")}
     assert [by_id[i] for i in range(len(sources))] == evaluated
     mt = load_translator(checkpoint.parent, work / "data-bin", checkpoint_file=checkpoint.name)
@@ -334,11 +332,8 @@ def test_running_text_translates_sentence_by_sentence_with_the_layout_kept(recip
     text = text + long_one + "\n"
     layout, found = split_text(text, "en")
     assert found == sentences + [long_one]  # the corpus' sentences as the segmenter finds them
-    out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fairseq-rope-translate"), "--model-dir",
-                          str(checkpoint.parent), "--checkpoint-file", checkpoint.name, "--data-bin",
-                          str(recipe["work"] / "data-bin"), "--device", "cpu"],
-                         input=text, capture_output=True, text=True, env=recipe["env"])
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_tool("fairseq-rope-translate", "--model-dir", checkpoint.parent, "--checkpoint-file", checkpoint.name,
+                   "--data-bin", recipe["work"] / "data-bin", "--device", "cpu", input=text)
     mt = load_translator(checkpoint.parent, recipe["work"] / "data-bin", checkpoint_file=checkpoint.name,
                          backend="fairseq")  # the command's default, CTranslate2, must give fairseq's translations
     alone = mt.translate(found)

@@ -20,7 +20,7 @@ import time
 import pytest
 import torch
 
-from conftest import free_port, model_of
+from conftest import free_port, model_of, run_tool
 from test_recipes import RECIPE, REPO, TINY_MODEL, lines, make_corpus, recipe_env, step
 
 from fairseq_rope_checkpoints import load_checkpoint
@@ -65,35 +65,45 @@ sys.exit(train.cli_main())
 """
 
 
-def test_two_cpu_processes_train_like_one_process_with_update_freq_2(prepared, tmp_path):
+# two ranks, as test_two_cpu_processes_... compares them with one process, and the run that
+# test_rank_killed_... must end with when a rank is killed and the run resumed
+RANKS = dict(CPU_WORKERS="2", UPDATE_FREQ="1", DROPOUT="0", MAX_UPDATE="20", SAVE_INTERVAL_UPDATES="5")
+
+
+@pytest.fixture(scope="module")
+def two_ranks(prepared, tmp_path_factory):
+    """CPU_WORKERS=2, never interrupted, every rank dumping its model after each checkpoint (RANK_DUMPING_TRAIN):
+    (train.sh's process, its save dir, the dumps' dir)."""
+    bindir, dumps = tmp_path_factory.mktemp("rank_dumping_bin"), tmp_path_factory.mktemp("rank_dumps")
+    (bindir / "fairseq-train").write_text(RANK_DUMPING_TRAIN.format(python=sys.executable))
+    (bindir / "fairseq-train").chmod(0o755)
+    proc = step("train.sh", dict(prepared["env"], **RANKS, RUN_NAME="two_ranks", RANK_DUMP_DIR=str(dumps),
+                                 MASTER_PORT=str(free_port()),
+                                 PATH=f"{bindir}:{os.path.dirname(sys.executable)}:{os.environ['PATH']}"))
+    return proc, prepared["work"] / "checkpoints" / "two_ranks", dumps
+
+
+def test_two_cpu_processes_train_like_one_process_with_update_freq_2(prepared, two_ranks):
     """CPU_WORKERS=2 (2 ranks x 1 batch per update) against CPU_WORKERS=1 with UPDATE_FREQ=2: fairseq
     shards the same shuffled batch list across ranks (rank r takes batches r, r+2, ...) and
     --update-freq groups consecutive batches, so with the same seed, --max-tokens and no dropout
     every update sees the same two batches; gradients are summed and divided by the same sample size."""
-    bindir, dumps = tmp_path / "bin", tmp_path / "dumps"
-    bindir.mkdir(), dumps.mkdir()
-    (bindir / "fairseq-train").write_text(RANK_DUMPING_TRAIN.format(python=sys.executable))
-    (bindir / "fairseq-train").chmod(0o755)
-    env = dict(prepared["env"], DROPOUT="0", MAX_UPDATE="6", SAVE_INTERVAL_UPDATES="3", RANK_DUMP_DIR=str(dumps),
-               PATH=f"{bindir}:{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
-    proc = step("train.sh", dict(env, RUN_NAME="two_ranks", CPU_WORKERS="2", UPDATE_FREQ="1",
-                                 MASTER_PORT=str(free_port())))
+    proc, two, dumps = two_ranks
     assert "on CPU (2 process(es))" in proc.stderr and "500 tokens/batch x update-freq 1 x 2 worker(s)" in proc.stderr
-    assert "distributed init (rank 0)" in (prepared["work"] / "checkpoints" / "two_ranks" / "train.log").read_text()
-    assert "distributed init (rank 1)" in (prepared["work"] / "checkpoints" / "two_ranks" / "train.rank1.log").read_text()
-    step("train.sh", dict(env, RUN_NAME="one_rank", CPU_WORKERS="1", UPDATE_FREQ="2", RANK_DUMP_DIR=str(tmp_path)))
-    for update in (3, 6):
+    assert "distributed init (rank 0)" in (two / "train.log").read_text()
+    assert "distributed init (rank 1)" in (two / "train.rank1.log").read_text()
+    step("train.sh", dict(prepared["env"], **dict(RANKS, CPU_WORKERS="1", UPDATE_FREQ="2"), RUN_NAME="one_rank"))
+    for update in (5, 10, 15, 20):
         rank0 = torch.load(dumps / f"rank0_update{update}.pt")
         rank1 = torch.load(dumps / f"rank1_update{update}.pt")
         assert max_difference(rank0, rank1) == 0.0, f"ranks differ after update {update}"
-    two = prepared["work"] / "checkpoints" / "two_ranks"
     one = prepared["work"] / "checkpoints" / "one_rank"
-    assert updates_of(two / "checkpoint_last.pt") == updates_of(one / "checkpoint_last.pt") == 6
+    assert updates_of(two / "checkpoint_last.pt") == updates_of(one / "checkpoint_last.pt") == 20
     assert max_difference(model_of(two / "checkpoint_last.pt"), rank0) == 0.0
-    initial = model_of(two / "checkpoint_1_3.pt")
-    assert max_difference(initial, model_of(two / "checkpoint_last.pt")) > 1e-4  # it trained
+    first = next(two.glob("checkpoint_*_5.pt"))
+    assert max_difference(model_of(first), model_of(two / "checkpoint_last.pt")) > 1e-4  # it trained
     # the two ways give the same weights, bit for bit: the sums of two gradients are the same float operations
-    assert max_difference(model_of(two / "checkpoint_1_3.pt"), model_of(one / "checkpoint_1_3.pt")) == 0.0
+    assert max_difference(model_of(first), model_of(one / first.name)) == 0.0
     assert max_difference(model_of(two / "checkpoint_last.pt"), model_of(one / "checkpoint_last.pt")) == 0.0
 
 
@@ -213,14 +223,13 @@ def test_training_killed_at_random_moment_resumes_to_uninterrupted_result(killed
     assert max_difference(model_of(run["save"] / "checkpoint_last.pt"), uninterrupted["model"]) == 0.0
 
 
-def test_rank_killed_mid_training_stops_the_others_and_the_rerun_resumes_to_the_uninterrupted_result(prepared):
+def test_rank_killed_mid_training_stops_the_others_and_the_rerun_resumes_to_the_uninterrupted_result(prepared,
+                                                                                                      two_ranks):
     """CPU_WORKERS=2: rank 1 SIGKILLed in the middle of training (once rank 0 has logged update 10 of
     20): train.sh stops rank 0 and fails at once, naming the logs, leaving no process running; run
-    again, it resumes from the last checkpoint and ends with an uninterrupted run's weights."""
-    env = dict(prepared["env"], CPU_WORKERS="2", UPDATE_FREQ="1", **dict(RUN, MAX_UPDATE="20"))
-    reference = prepared["work"] / "checkpoints" / "ranks_uninterrupted"
-    step("train.sh", dict(env, RUN_NAME="ranks_uninterrupted", MASTER_PORT=str(free_port())))
-
+    again, it resumes from the last checkpoint and ends with the uninterrupted run's weights (two_ranks)."""
+    env = dict(prepared["env"], **RANKS)
+    reference = two_ranks[1]
     save = prepared["work"] / "checkpoints" / "rank_killed"
     env = dict(env, RUN_NAME="rank_killed", MASTER_PORT=str(free_port()))
     proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO, start_new_session=True,
@@ -422,8 +431,8 @@ def run_case(case, prepared, uninterrupted, tmp_path):
     env = recipe_env(tmp_path / "work", RAW_DIR=raw, BPE_MERGES=50)
     train_env = dict(prepared["env"], RUN_NAME="bad", MAX_UPDATE="2")
 
-    def tool(*args):
-        return subprocess.run(list(args), capture_output=True, text=True, timeout=300)
+    def tool(name, *args):  # an installed command, forked as conftest.run_tool does
+        return run_tool(name, *args, check=False, timeout=300)
 
     if case == "parallel files of unequal length":
         bad_raw_corpus(raw, train_de=b"one line\n")
@@ -443,20 +452,22 @@ def run_case(case, prepared, uninterrupted, tmp_path):
         damaged = tmp_path / "damaged.pt"
         damaged.write_bytes(open(inputs[0], "rb").read()[:20000])
         said = f"{damaged}: not a readable checkpoint (20,000 bytes; truncated or damaged"
-        bin_dir, data_bin = os.path.dirname(sys.executable), str(prepared["work"] / "data-bin")
+        data_bin = str(prepared["work"] / "data-bin")
         others = {
-            "fairseq-rope-ct2": tool(os.path.join(bin_dir, "fairseq-rope-ct2"), "--checkpoint", str(damaged),
-                                     "--data-bin", data_bin, "--output-dir", str(tmp_path / "ct2")),
-            "fairseq-rope-checkpoint fits": tool(os.path.join(bin_dir, "fairseq-rope-checkpoint"), "fits", str(damaged),
-                                                 "--data-bin", data_bin),
+            "fairseq-rope-ct2": tool("fairseq-rope-ct2", "--checkpoint", damaged, "--data-bin", data_bin,
+                                     "--output-dir", tmp_path / "ct2"),
+            "fairseq-rope-checkpoint fits": tool("fairseq-rope-checkpoint", "fits", damaged, "--data-bin", data_bin),
             "evaluate.sh": step("evaluate.sh", dict(prepared["env"], CHECKPOINT=str(damaged),
                                                     EVAL_DIR=str(tmp_path / "eval")), ok=False),
-            "load_translator": tool(sys.executable, "-c", "import sys; from fairseq_rope.hub import load_translator; "
-                                    "load_translator(*sys.argv[1:4])", str(tmp_path), data_bin, "damaged.pt"),
         }
         for name, other in others.items():
             assert other.returncode != 0 and said in other.stderr, (name, other.stderr[-2000:])
-        return tool(average, "--inputs", str(damaged), inputs[1], "--output", str(tmp_path / "avg.pt")), \
+        from fairseq_rope.hub import load_translator
+
+        with pytest.raises(Exception) as raised:  # what a script of the Python API gets
+            load_translator(str(tmp_path), data_bin, "damaged.pt")
+        assert said in str(raised.value), raised.value
+        return tool("fairseq-rope-average", "--inputs", damaged, inputs[1], "--output", tmp_path / "avg.pt"), \
             dict(dir=tmp_path)
     if case == "a run started again with other settings":
         env = dict(prepared["env"], RUN_NAME="changed", MAX_UPDATE="2")
@@ -466,8 +477,8 @@ def run_case(case, prepared, uninterrupted, tmp_path):
         state = load_checkpoint(inputs[1])
         state["cfg"]["model"].arch = "transformer"  # a Namespace, as fairseq saves add_args-style models
         torch.save(state, tmp_path / "baseline.pt")
-        return tool(average, "--inputs", inputs[0], str(tmp_path / "baseline.pt"), "--output",
-                    str(tmp_path / "avg.pt")), dict(dir=tmp_path)
+        return tool("fairseq-rope-average", "--inputs", inputs[0], tmp_path / "baseline.pt", "--output",
+                    tmp_path / "avg.pt"), dict(dir=tmp_path)
     if case == "an odd `--rope-dim`":
         return step("train.sh", dict(train_env, EXTRA_TRAIN_ARGS=TINY_MODEL + " --rope-dim 3"), ok=False), {}
     if case == "an unknown architecture":
@@ -488,9 +499,9 @@ def run_case(case, prepared, uninterrupted, tmp_path):
     if case == "a document whose sentences are not consecutive":
         (tmp_path / "test.en").write_text("One.\nTwo.\nThree.\nFour.\n")
         (tmp_path / "test.docids").write_text("d1\nd2\nd1\nd1\n")
-        return tool(os.path.join(os.path.dirname(sys.executable), "fairseq-rope-doc-translate"), "--checkpoint",
-                    inputs[0], "--data-bin", str(prepared["work"] / "data-bin"), "--context", "1",
-                    "--input", str(tmp_path / "test.en"), "--docids", str(tmp_path / "test.docids")), dict(dir=tmp_path)
+        return tool("fairseq-rope-doc-translate", "--checkpoint", inputs[0], "--data-bin", prepared["work"] / "data-bin",
+                    "--context", "1", "--input", tmp_path / "test.en", "--docids", tmp_path / "test.docids"), \
+            dict(dir=tmp_path)
     if case == "a directory that cannot be written":
         (tmp_path / "ro").mkdir()
         return in_private_mount("ro", tmp_path / "ro", average, "--inputs", *inputs, "--output",

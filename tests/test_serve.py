@@ -36,10 +36,12 @@ SENTENCES = [f"{a} {b} {c} the {d} {e} ." for a, b, c, d, e in zip(
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     """An English-German data-bin (a subword-nmt record) and an untrained checkpoint whose translations
-    differ between sentences (5 kinds for the 12 SENTENCES): (model_dir, data_bin)."""
+    differ between sentences (5 kinds for the 12 SENTENCES): (model_dir, data_bin). An untrained model
+    translates to the length limit: its target positions end at 64 (63 subwords a translation, not 200)."""
     base = tmp_path_factory.mktemp("serve")
     data_bin = subword_nmt_data_bin(base, WORDS, "en", "de")
-    checkpoint = untrained_checkpoint(data_bin, base / "model" / "checkpoint_best.pt", "en", "de", seed=1)
+    checkpoint = untrained_checkpoint(data_bin, base / "model" / "checkpoint_best.pt", "en", "de", seed=1,
+                                      flags=["--max-target-positions", "64"])
     return checkpoint.parent, data_bin
 
 

@@ -125,6 +125,41 @@ def test_tokenize_detokenize_round_trip(tmp_path):
     assert read(detok) == read(raw)
 
 
+def test_several_files_in_one_call_are_each_what_a_call_of_its_own_writes(tmp_path):
+    """tokenize and subwords (the code detokenize shares) with -i A B C -o X Y Z (what prepare.sh runs per
+    language), two workers: each
+    output is the file a call with that input alone writes, empty lines included, and each is named in a
+    line; an -o count other than the -i count, an output named twice or an output that is an input are named
+    before anything is written."""
+    from fairseq_rope_text.preprocessing import Preprocessing
+
+    texts = {"a": ["The dog's E-mail costs 3.50 euros, he said.", "", "\"Ready\", she said (today)."],
+             "b": read_sample("test.en")[:40], "c": ["", "A single line-break test - and more."]}
+    inputs = [write(tmp_path / f"{name}.en", lines) for name, lines in texts.items()]
+    (tmp_path / "codes").write_text("#version: 0.2\nt h\nth e</w>\n")
+    Preprocessing(source_lang="en", target_lang="de", pretokenizer="moses", subword="subword_nmt",
+                  codes=str(tmp_path / "codes")).write(str(tmp_path))
+    for mode, extra in (("tokenize", ["--lang", "en"]), ("subwords", ["--lang", "en", "--record", tmp_path])):
+        alone = []
+        for path in inputs:
+            tool("fairseq-rope-prep", mode, *extra, "-i", path, "-o", tmp_path / f"{path.name}.{mode}.alone")
+            alone.append(read(tmp_path / f"{path.name}.{mode}.alone"))
+        outputs = [tmp_path / f"{path.name}.{mode}.together" for path in inputs]
+        proc = tool("fairseq-rope-prep", mode, *extra, "-i", *inputs, "-o", *outputs, "--workers", 2)
+        assert [read(path) for path in outputs] == alone
+        for path, out, lines in zip(inputs, outputs, texts.values()):
+            assert f"{path} -> {out}: {len(lines)} lines" in proc.stderr
+        if mode == "tokenize":
+            assert f"{inputs[0]} -> {outputs[0]}: 3 lines (1 empty, kept so that lines stay aligned: line 2)" \
+                in proc.stderr
+    fresh = tmp_path / "fresh.out"
+    for args, message in ((["-i", *inputs, "-o", fresh], "-o needs a file for each of the 3 -i files, got 1"),
+                          (["-i", inputs[0], inputs[1], "-o", fresh, fresh], f"-o names {fresh} twice"),
+                          (["-i", inputs[0], inputs[1], "-o", fresh, inputs[0]], f"-o must differ from -i ({inputs[0]})")):
+        proc = tool("fairseq-rope-prep", "tokenize", "--lang", "en", *args, ok=False)
+        assert proc.returncode == 1 and message in proc.stderr and not fresh.exists(), proc.stderr
+
+
 def read_sample(name):
     with open(os.path.join(SAMPLE, name), encoding="utf-8") as f:
         return f.read().splitlines()

@@ -163,19 +163,23 @@ if [ "$PRETOKENIZER" = moses ]; then
 else
   log "PRETOKENIZER=none: $RAW_DIR/{train,valid,test}.{$SRC,$TGT} used as they are (copied to $PREP_DIR/tok)"
 fi
-for split in train valid test; do
-  for lang in $SRC $TGT; do
+for lang in $SRC $TGT; do
+  inputs=(); outputs=()
+  for split in train valid test; do
     out=$PREP_DIR/tok/$split.$lang
     [ ! -f "$out" ] || continue
     if [ "$PRETOKENIZER" = moses ]; then
-      quietly "$PREP_DIR/prepare.log" fairseq-rope-prep tokenize --lang "$lang" -i "$RAW_DIR/$split.$lang" -o "$out" \
-        --workers "$WORKERS"
-      # empty lines are kept (so that test lines stay aligned with their references) and said here
-      { tail -n 1 "$PREP_DIR/prepare.log" | grep "empty, kept" | sed "s/^\[[^]]*\] ([a-z]*) /[$STEP] /" >&2; } || true
+      inputs+=("$RAW_DIR/$split.$lang"); outputs+=("$out")
     else
       cp "$RAW_DIR/$split.$lang" "$out.tmp" && mv -f "$out.tmp" "$out"
     fi
   done
+  [ ${#inputs[@]} -gt 0 ] || continue
+  # the splits of a language in one process: sacremoses is set up once (a second per process)
+  quietly "$PREP_DIR/prepare.log" fairseq-rope-prep tokenize --lang "$lang" -i "${inputs[@]}" -o "${outputs[@]}" \
+    --workers "$WORKERS"
+  # empty lines are kept (so that test lines stay aligned with their references) and said here
+  { tail -n "${#inputs[@]}" "$PREP_DIR/prepare.log" | grep "empty, kept" | sed "s/^\[[^]]*\] ([a-z]*) /[$STEP] /" >&2; } || true
 done
 
 # 3. clean the training pairs (length 1-250 tokens, ratio 1.5, as Moses clean-corpus-n)
@@ -233,13 +237,15 @@ fi
 record=(--source-lang "$SRC" --target-lang "$TGT" --pretokenizer "$PRETOKENIZER" "${record[@]}" --context "$CONTEXT")
 quietly "$PREP_DIR/prepare.log" fairseq-rope-prep record --dir "$SUB" "${record[@]}"
 log "subwords as $SUB/preprocessing.json records them -> $SUB/{train,valid,test}.{$SRC,$TGT}"
-for split in train valid test; do
-  for lang in $SRC $TGT; do
+for lang in $SRC $TGT; do
+  inputs=(); outputs=()
+  for split in train valid test; do
     out=$SUB/$split.$lang
     [ -f "$out" ] && continue
-    quietly "$PREP_DIR/prepare.log" fairseq-rope-prep subwords --record "$SUB" --lang "$lang" \
-      -i "$(input_of $split $lang)" -o "$out" --workers "$WORKERS"
+    inputs+=("$(input_of $split $lang)"); outputs+=("$out")
   done
+  [ ${#inputs[@]} -eq 0 ] || quietly "$PREP_DIR/prepare.log" fairseq-rope-prep subwords --record "$SUB" \
+    --lang "$lang" -i "${inputs[@]}" -o "${outputs[@]}" --workers "$WORKERS"
 done
 for split in train valid test; do check_parallel "$SUB/$split"; done
 
