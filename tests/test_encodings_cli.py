@@ -37,9 +37,9 @@ def epoch_checkpoints(save):
 def test_train_average_and_generate(data, tmp_path, arch, trained):
     """Trained with fairseq-train: Shaw's RPE and T5's bias are conftest.reversal_models' (250 updates,
     an epoch checkpoint every 5 epochs, the last two kept), ALiBi (with token positions) trained here (150
-    updates, an epoch checkpoint every 10). Every checkpoint loads with weights_only; the last 2 epoch checkpoints averaged translate 25
-    test sentences with beam 4, batched as one by one, and a trained model gives different outputs for
-    different inputs."""
+    updates, an epoch checkpoint every 10). Every checkpoint loads with weights_only; the last 2 epoch
+    checkpoints averaged translate 25 test sentences with beam 4, batched as one by one, and a trained
+    model gives different outputs for different inputs."""
     own, root = data
     if trained:
         save = root / trained
