@@ -4,6 +4,7 @@ import contextlib
 import io
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -313,6 +314,22 @@ def reversal_models(tmp_path_factory):
                 list(pool.map(train, REVERSAL_MODELS))
             (root / "complete").write_text("")
     return root, checkpoints
+
+
+def reversal_subset(root, own, n_test):
+    """``own``: the reversal task of ``root`` (conftest.reversal_models) with a test set of its first ``n_test``
+    test sentences: codes, {train,valid,test}.{src,tgt} and bin/ binarized with root's dictionaries (so
+    that the shared models read it), as reversal_task writes them. Returns ``own``."""
+    shutil.copyfile(root / "codes", own / "codes")
+    for split in ("train", "valid", "test"):
+        for lang in ("src", "tgt"):
+            lines = (root / f"{split}.{lang}").read_text().splitlines()[:n_test if split == "test" else None]
+            (own / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines))
+    run_tool("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--srcdict",
+             root / "bin" / "dict.src.txt", "--tgtdict", root / "bin" / "dict.tgt.txt",
+             *[arg for split in ("train", "valid", "test") for arg in (f"--{split}pref", own / split)],
+             "--destdir", own / "bin", "--workers", "1")
+    return own
 
 
 def word_document(paragraphs):

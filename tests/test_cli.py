@@ -3,12 +3,11 @@
 import math
 import os
 import re
-import shutil
 
 import pytest
 import torch
 
-from conftest import CLI_TRAIN, REVERSAL_UPDATES, USER_DIR
+from conftest import CLI_TRAIN, REVERSAL_UPDATES, USER_DIR, reversal_subset
 from conftest import run_tool as run
 from fairseq_rope_checkpoints import UnsafeCheckpointError, load_checkpoint
 
@@ -21,20 +20,8 @@ N_TEST = 25
 @pytest.fixture(scope="module")
 def data(reversal_models, tmp_path_factory):
     """The toy task of conftest.reversal_models (reverse the word order; BPE'd with subword-nmt) with a test
-    set of its first 25 test sentences, binarized with its dictionaries: codes, {train,valid,test}.{src,tgt}
-    and bin/ as reversal_task writes them."""
-    root, _ = reversal_models
-    own = tmp_path_factory.mktemp("cli")
-    shutil.copyfile(root / "codes", own / "codes")
-    for split in ("train", "valid", "test"):
-        for lang in ("src", "tgt"):
-            lines = (root / f"{split}.{lang}").read_text().splitlines()[:N_TEST if split == "test" else None]
-            (own / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines))
-    run("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--srcdict", root / "bin" / "dict.src.txt",
-        "--tgtdict", root / "bin" / "dict.tgt.txt", *[arg for split in ("train", "valid", "test")
-                                                      for arg in (f"--{split}pref", own / split)],
-        "--destdir", own / "bin", "--workers", "1")
-    return own
+    set of its first 25 test sentences (conftest.reversal_subset)."""
+    return reversal_subset(reversal_models[0], tmp_path_factory.mktemp("cli"), N_TEST)
 
 
 TRAINED_UPDATES = REVERSAL_UPDATES

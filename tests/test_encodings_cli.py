@@ -4,7 +4,7 @@ generate with beam 4 batched and one by one, exactly as rope_transformer."""
 import pytest
 import torch
 
-from conftest import CLI_TRAIN, USER_DIR
+from conftest import CLI_TRAIN, USER_DIR, reversal_subset
 from conftest import run_tool as run
 from fairseq_rope_checkpoints import allowed_names
 from test_cli import hypotheses, interactive
@@ -14,17 +14,10 @@ N_TEST = 25
 
 @pytest.fixture(scope="module")
 def data(reversal_models, tmp_path_factory):
-    """The reversal task of conftest.reversal_models with a test set of its first 25 test sentences,
-    binarized with its dictionaries: (this data's root, the reversal models' root)."""
+    """The reversal task of conftest.reversal_models with a test set of its first 25 test sentences
+    (conftest.reversal_subset): (this data's root, the reversal models' root)."""
     root, _ = reversal_models
-    own = tmp_path_factory.mktemp("encodings_cli")
-    for lang in ("src", "tgt"):
-        lines = (root / f"test.{lang}").read_text().splitlines()[:N_TEST]
-        (own / f"test.{lang}").write_text("".join(line + "\n" for line in lines))
-    run("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--testpref", own / "test",
-        "--srcdict", root / "bin" / "dict.src.txt", "--tgtdict", root / "bin" / "dict.tgt.txt",
-        "--destdir", own / "bin", "--workers", "1")
-    return own, root
+    return reversal_subset(root, tmp_path_factory.mktemp("encodings_cli"), N_TEST), root
 
 
 def epoch_checkpoints(save):
@@ -45,7 +38,7 @@ def test_train_average_and_generate(data, tmp_path, arch, trained):
         save = root / trained
     else:
         save = tmp_path / arch
-        run("fairseq-train", root / "bin", "--arch", arch, "--add-token-positional-embeddings", *CLI_TRAIN,
+        run("fairseq-train", own / "bin", "--arch", arch, "--add-token-positional-embeddings", *CLI_TRAIN,
             "--max-update", "150", "--save-interval", "10", "--save-dir", save, "--log-interval", "50")
     for checkpoint in sorted(save.glob("checkpoint*.pt")):
         assert set(torch.serialization.get_unsafe_globals_in_checkpoint(str(checkpoint))) <= allowed_names()

@@ -228,10 +228,9 @@ def test_rank_killed_mid_training_stops_the_others_and_the_rerun_resumes_to_the_
     """CPU_WORKERS=2: rank 1 SIGKILLed in the middle of training (once rank 0 has logged update 10 of
     20): train.sh stops rank 0 and fails at once, naming the logs, leaving no process running; run
     again, it resumes from the last checkpoint and ends with the uninterrupted run's weights (two_ranks)."""
-    env = dict(prepared["env"], **RANKS)
     reference = two_ranks[1]
     save = prepared["work"] / "checkpoints" / "rank_killed"
-    env = dict(env, RUN_NAME="rank_killed", MASTER_PORT=str(free_port()))
+    env = dict(prepared["env"], **RANKS, RUN_NAME="rank_killed", MASTER_PORT=str(free_port()))
     proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     log = save / "train.log"
