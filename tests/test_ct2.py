@@ -462,12 +462,12 @@ def test_fairseq_rope_serve_defaults_to_ctranslate2_with_fairseqs_translations(d
     texts = [text_with_layout(sources[k:]) for k in range(0, 60, TEXT_UNITS)]
     reference = load_translator(checkpoint.parent, data_bin, backend="fairseq", device="cpu")
     for backend in ("auto", "fairseq"):
-        server = Server((checkpoint.parent, data_bin), backend=backend)
+        server = Server((checkpoint.parent, data_bin), backend=backend, env=os.environ)  # as a user starts it
         try:
             status, answer, _ = server.call("POST", "/translate", {"q": texts, "source": "src", "target": "tgt"})
         finally:
             assert server.stop()
-        err = server.process.stderr.read()
+        err = server.log
         assert status == 200 and answer["translatedText"] == [reference.translate_text(t) for t in texts]
         assert ("translating with CTranslate2 (float32)" in err) == (backend == "auto"), err
 

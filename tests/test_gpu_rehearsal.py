@@ -160,23 +160,20 @@ def test_load_translator_on_fairseq_with_the_kernel_equals_eager(data):
     assert runs[True].stdout == runs[False].stdout and len(set(runs[True].stdout.splitlines())) > 3
 
 
-def test_fairseq_rope_serve_on_fairseq_with_the_kernel_answers_as_eager(data, monkeypatch):
+def test_fairseq_rope_serve_on_fairseq_with_the_kernel_answers_as_eager(data):
     """One request to fairseq-rope-serve --backend fairseq with the kernel: the eager translate_text's answer."""
     from test_serve import Server
 
     text = "".join(data.joinpath("test.raw").read_text().splitlines(keepends=True)[:6])
     answers = {}
     for kernel in (True, False):
-        for name, value in environment(kernel).items():
-            monkeypatch.setenv(name, value)
-        if not kernel:
-            monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-        server = Server((data / "model", data / "bin"), "--log-level", "info", backend="fairseq")
+        server = Server((data / "model", data / "bin"), "--log-level", "info", backend="fairseq",
+                        env=environment(kernel))
         try:
             status, answer, _ = server.call("POST", "/translate", {"q": text, "source": "src", "target": "tgt"})
         finally:
             assert server.stop()
-        err = server.process.stderr.read()
+        err = server.log
         assert status == 200, answer
         assert (KERNEL_USED in err) == kernel and FELL_BACK not in err, err[-3000:]
         answers[kernel] = answer["translatedText"]

@@ -18,7 +18,8 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, subword_nmt_data_bin, untrained_checkpoint
+import forked
+from conftest import free_port, run_tool, subword_nmt_data_bin, untrained_checkpoint
 from fairseq_rope_text.preprocessing import Preprocessing
 
 BIN = os.path.dirname(sys.executable)
@@ -55,18 +56,27 @@ def mt(model):
 class Server:
     """fairseq-rope-serve on a free port, on the fairseq backend unless ``backend`` says (the untrained
     model's translations run to the length limit, where CTranslate2's beam may differ from fairseq's:
-    docs/deployment.md; the default backend is tested on trained models in tests/test_ct2.py)."""
+    docs/deployment.md; the default backend is tested on trained models in tests/test_ct2.py). Without
+    ``env`` it is forked as conftest.run_tool forks a command (tests/forked.py: no interpreter's imports);
+    with ``env``, a new interpreter in that environment, as a user starts it."""
 
-    def __init__(self, model, *flags, backend="fairseq"):
+    def __init__(self, model, *flags, backend="fairseq", env=None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [os.path.join(BIN, "fairseq-rope-serve"), "--model", *map(str, model), "--port",
-             str(self.port), "--device", "cpu", "--threads", "1", "--backend", backend, *map(str, flags)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        args = ["--model", *map(str, model), "--port", str(self.port), "--device", "cpu", "--threads", "1",
+                "--backend", backend, *map(str, flags)]
+        if env is None:
+            self.command = forked.Command("fairseq-rope-serve", args)
+            self.pid = self.command.process.pid
+        else:
+            self.command = subprocess.Popen([os.path.join(BIN, "fairseq-rope-serve"), *args], env=env,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            self.pid = self.command.pid
+        self.log = None  # its standard error, once it ended
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.process.communicate()[1]
+            if not self.running():
+                raise AssertionError(f"the server ended ({self.wait()}):\n{self.log[-3000:]}")
             try:
                 if self.call("GET", "/health")[0] == 200:
                     return
@@ -74,6 +84,20 @@ class Server:
                 pass
             time.sleep(0.2)
         raise AssertionError("the server did not become ready in 120 s")
+
+    def running(self):
+        if isinstance(self.command, subprocess.Popen):
+            return self.command.poll() is None
+        return self.command.process.exitcode is None
+
+    def wait(self, timeout=60):
+        """Its exit status (-N: ended by signal N) once it ended; its standard error in ``log``."""
+        if isinstance(self.command, subprocess.Popen):
+            _, self.log = self.command.communicate(timeout=timeout)
+            return self.command.returncode
+        done = self.command.wait(timeout)
+        self.log = done.stderr
+        return done.returncode
 
     def call(self, method, path, body=None, form=False, headers=None):
         """(status, answer as JSON or text, headers)"""
@@ -102,8 +126,8 @@ class Server:
 
     def stop(self):
         """SIGTERM; True when the server shut down (uvicorn ends by re-raising the signal: status -15)."""
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(60) in (0, -signal.SIGTERM)
+        os.kill(self.pid, signal.SIGTERM)
+        return self.wait(60) in (0, -signal.SIGTERM)
 
 
 @pytest.fixture(scope="module")
@@ -322,7 +346,7 @@ def test_a_request_that_times_out_while_its_sentences_wait_leaves_the_batcher_ru
         assert server.call("GET", "/health")[1]["translated"]["en-de"]["sentences"] == 2
     finally:
         assert server.stop()
-    assert "INFO:fairseq.tasks.translation" in server.process.stderr.read()
+    assert "INFO:fairseq.tasks.translation" in server.log
 
 
 def test_sigterm_finishes_the_requests_in_flight_then_exits(model):
@@ -330,11 +354,11 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits(model):
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         request = pool.submit(server.translate, q=" ".join(SENTENCES * 2), source="en", target="de")
         time.sleep(0.5)
-        server.process.send_signal(signal.SIGTERM)
+        os.kill(server.pid, signal.SIGTERM)
         status, answer, _ = request.result()
     assert status == 200 and len(answer["translatedText"].split(" ")) > 24
-    assert server.process.wait(60) in (0, -signal.SIGTERM)
-    log = server.process.stderr.read()
+    assert server.wait(60) in (0, -signal.SIGTERM)
+    log = server.log
     assert "Finished server process" in log
     # a line per request; fairseq's lines of each of the 24 beam searches not (--log-level warning)
     assert re.search(r"^INFO: +POST /translate 200 \d+\.\d{3} s$", log, re.M), log
@@ -833,8 +857,8 @@ def test_several_models_and_a_ctranslate2_export_are_served_side_by_side(model, 
         assert status == 429 and "2 requests per minute for this client" in answer["error"] and headers["Retry-After"]
     finally:
         assert server.stop()
-    twice = subprocess.run([os.path.join(BIN, "fairseq-rope-serve"), "--model", str(ct2_dir), "--model", str(ct2_dir),
-                            "--port", str(free_port())], capture_output=True, text=True, timeout=120)
+    twice = run_tool("fairseq-rope-serve", "--model", ct2_dir, "--model", ct2_dir, "--port", free_port(), check=False,
+                     timeout=120)
     assert twice.returncode == 1 and "two models translate en-de; give one per pair" in twice.stderr
 
 
@@ -895,8 +919,8 @@ def test_a_model_that_fails_to_load_is_one_line_and_the_server_exits(model, tmp_
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "checkpoint_best.pt").write_bytes((model_dir / "checkpoint_best.pt").read_bytes()[:5000])
-    done = subprocess.run([os.path.join(BIN, "fairseq-rope-serve"), "--model", str(broken), str(data_bin), "--port",
-                           str(free_port()), "--device", "cpu"], capture_output=True, text=True, timeout=120)
+    done = run_tool("fairseq-rope-serve", "--model", broken, data_bin, "--port", free_port(), "--device", "cpu",
+                    check=False, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert f"fairseq-rope-serve: error: {broken / 'checkpoint_best.pt'}" in done.stderr
 
