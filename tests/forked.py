@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-PRELOAD = ["fairseq_rope"]  # (torch and fairseq with it)
+PRELOAD = ["fairseq_rope", "torch._dynamo"]  # (torch and fairseq with it; torch._dynamo: torch imports it at a first optimizer)
 # Importing fairseq configures Python's root logger (standard error, every level): a command whose module
 # imports fairseq first logs there. fairseq-train configures it before it imports fairseq (its log lines
 # on standard output): for it the root logger is made as a new interpreter has it.

@@ -273,16 +273,20 @@ def check_fp16(dict_dir, encoding, flags, **_):
                                              rtol=0, atol=2 ** -8 * out.abs().max().item())
 
 
-def check_update_freq(dict_dir, encoding, flags, data, tmp_path, **_):
+UPDATE_FREQ_2 = ("--update-freq", "2")
+
+
+def check_update_freq(dict_dir, encoding, flags, update_freq_2, **_):
     """fairseq-train --update-freq 2 trains 3 updates and changes every weight it trains."""
-    save = train(data, tmp_path, encoding, *flags)
+    assert tuple(flags) == UPDATE_FREQ_2
+    save = update_freq_2(encoding)
     first, last = model_of(save / "checkpoint_1_1.pt"), model_of(save / "checkpoint_last.pt")
     unchanged = [key for key in first if first[key].is_floating_point() and not key.endswith(".version")
                  and torch.equal(first[key], last[key])]
     assert not unchanged
 
 
-def check_two_processes(dict_dir, encoding, flags, data, tmp_path, **_):
+def check_two_processes(dict_dir, encoding, flags, data, tmp_path, update_freq_2, **_):
     """Two fairseq-train processes (gloo) train as one process with --update-freq 2, bit for bit; with
     random positions (drawn per process, so no bitwise equality) they train."""
     port = free_port()
@@ -294,7 +298,7 @@ def check_two_processes(dict_dir, encoding, flags, data, tmp_path, **_):
     for rank in ranks:
         done = rank.wait(300)
         assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    one = train(data, tmp_path / "one", encoding, "--update-freq", "2")
+    one = update_freq_2(encoding)
     two_model, one_model = model_of(two / "checkpoint_last.pt"), model_of(one / "checkpoint_last.pt")
     assert load_checkpoint(str(two / "checkpoint_last.pt"))["optimizer_history"][-1]["num_updates"] == 3
     if draws_in_training(dict_dir, encoding):
@@ -345,7 +349,7 @@ FEATURES = [
     Feature("`--amp`", ("--amp",), check_amp,
             "fairseq-train 3 updates; under CPU autocast (bfloat16) a step within its rounding"),
     Feature("`--fp16`", ("--fp16",), check_fp16, "a training step and incremental = full pass on a GPU", gpu=True),
-    Feature("`--update-freq 2`", ("--update-freq", "2"), check_update_freq, "fairseq-train 3 updates"),
+    Feature("`--update-freq 2`", UPDATE_FREQ_2, check_update_freq, "fairseq-train 3 updates"),
     Feature("2 processes (gloo)", (), check_two_processes, "= 1 process with `--update-freq 2`, bit for bit "
             "(random positions, drawn per process: trains)"),
     Feature("`--share-all-embeddings`", ("--share-all-embeddings",), check_share_all,
@@ -401,6 +405,20 @@ def baseline(data, tmp_path_factory):
     return save / "checkpoint_last.pt"
 
 
+@pytest.fixture(scope="module")
+def update_freq_2(data, tmp_path_factory):
+    """update_freq_2(encoding) -> the save dir of fairseq-train --update-freq 2 (3 updates) on ``data``, trained
+    once per encoding: the run check_update_freq checks and check_two_processes compares two processes with."""
+    runs = {}
+
+    def run(encoding):
+        if encoding not in runs:
+            runs[encoding] = train(data, tmp_path_factory.mktemp("update_freq_2"), encoding, *UPDATE_FREQ_2)
+        return runs[encoding]
+
+    return run
+
+
 def train_args(data, save, encoding, *flags):
     arch, own = ENCODINGS[encoding]
     return [str(data), "--arch", arch, *MODEL, *own, *map(str, flags), "--user-dir", TEST_ENCODING_USER_DIR, "--cpu",
@@ -440,6 +458,8 @@ def test_feature_works_or_is_refused_by_name(dict_dir, feature, encoding, reques
     context = dict(tmp_path=tmp_path)
     if feature.check in TRAINED:
         context["data"] = request.getfixturevalue("data")
+    if feature.check in (check_update_freq, check_two_processes):
+        context["update_freq_2"] = request.getfixturevalue("update_freq_2")
     if feature.check is check_finetune:
         context.update(baseline=request.getfixturevalue("baseline"), caplog=request.getfixturevalue("caplog"))
     feature.check(dict_dir, encoding, flags, **context)
