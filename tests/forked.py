@@ -11,6 +11,7 @@ subprocess as a user starts them (conftest.run_tool does that where asked).
 import importlib.metadata
 import multiprocessing
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -30,8 +31,9 @@ def context():
 
 
 def command_main(tool, args, paths, threads):
-    """The process: ``tool``'s entry point with ``sys.argv`` = [tool, *args], its standard streams the files
-    ``paths`` (stdin, stdout, stderr; stdin None: empty), as the console script runs it."""
+    """The process: ``tool``'s entry point (or, for a path ending in .py, that script) with ``sys.argv`` =
+    [tool, *args], its standard streams the files ``paths`` (stdin, stdout, stderr; stdin None: empty), as the
+    console script (or the interpreter) runs it."""
     import logging
 
     import torch
@@ -47,8 +49,12 @@ def command_main(tool, args, paths, threads):
         logging.root.handlers.clear()
         logging.root.setLevel(logging.WARNING)
     torch.set_num_threads(threads)
-    (entry,) = importlib.metadata.entry_points(group="console_scripts", name=tool)
     sys.argv = [tool, *args]
+    if tool.endswith(".py"):  # a developer's script (scripts/), as `python SCRIPT ARGS` runs it
+        sys.path.insert(0, os.path.dirname(tool))
+        runpy.run_path(tool, run_name="__main__")
+        sys.exit(0)
+    (entry,) = importlib.metadata.entry_points(group="console_scripts", name=tool)
     sys.exit(entry.load()())
 
 

@@ -8,6 +8,8 @@ import sys
 
 import torch
 
+import forked
+
 SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
 SCRIPT = os.path.join(SCRIPTS, "benchmark.py")
 TINY = ["--size", "tiny", "--vocab", "100", "--max-tokens", "128", "--mean-length", "8", "--max-length", "16",
@@ -15,7 +17,8 @@ TINY = ["--size", "tiny", "--vocab", "100", "--max-tokens", "128", "--mean-lengt
 
 
 def run(*flags, timeout=120):
-    done = subprocess.run([sys.executable, SCRIPT, *TINY, *flags], capture_output=True, text=True, timeout=timeout)
+    """scripts/benchmark.py on the tiny model, forked (tests/forked.py): its standard output."""
+    done = forked.run(SCRIPT, [*TINY, *flags], timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -72,8 +75,11 @@ def test_other_encoding_is_measured_against_the_transformer_without_targets(tmp_
 
 
 def test_memory_probe_subprocess():
-    """The per-(model, phase) subprocess that measures peak memory."""
-    out = run("--probe", "train:rope")
+    """The per-(model, phase) subprocess that measures peak memory (a new interpreter, as the benchmark starts it)."""
+    done = subprocess.run([sys.executable, SCRIPT, *TINY, "--probe", "train:rope"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
     probe = json.loads(out.split("PROBE ", 1)[1])
     assert probe["peak"] > probe["over_resting"] > 0
 

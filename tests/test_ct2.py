@@ -45,13 +45,12 @@ def models(reversal_models, tmp_path_factory):
     fine-tuned from the interleaved model's weights (same parameters, other rotations) for FINETUNED
     updates, two at a time with one thread each."""
     root, trained = reversal_models
-    env = dict(os.environ, OMP_NUM_THREADS="1")
     out = tmp_path_factory.mktemp("ct2-finetuned")
 
     def train(name):
         save = out / name
         run("fairseq-train", root / "bin", *VARIANTS[name], *TRAIN, "--max-update", FINETUNED[name],
-            "--finetune-from-model", trained["interleaved"], "--save-dir", save, env=env)
+            "--finetune-from-model", trained["interleaved"], "--save-dir", save, threads=1)
         return name, save / "checkpoint_last.pt"
 
     with ThreadPoolExecutor(2) as pool:

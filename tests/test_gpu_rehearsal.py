@@ -41,9 +41,16 @@ def environment(kernel: bool):
     return env
 
 
+def kernel_or_eager(kernel: bool):
+    """run_tool's arguments for a command with the kernel (a new interpreter in a user's environment with Triton's
+    interpreter on) or without it: forked from the tests' server process, whose Triton was imported with its
+    interpreter off (conftest), as in a user's environment without it; one thread either way."""
+    return {"env": environment(True)} if kernel else {"threads": 1}
+
+
 def both(tool, *args, **kwargs):
     """{kernel: the finished process} of an installed command run with the kernel and without it."""
-    return {kernel: run_tool(tool, *args, env=environment(kernel), **kwargs) for kernel in (True, False)}
+    return {kernel: run_tool(tool, *args, **kernel_or_eager(kernel), **kwargs) for kernel in (True, False)}
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +89,7 @@ def test_fairseq_train_with_the_kernel_equals_eager_training_validation_included
         result = run_tool("fairseq-train", data / "bin", "--arch", "rope_transformer", "--rope-rotation", "auto",
                           *CLI_TRAIN, *SMALL, "--max-update", "6", "--max-tokens", "120", "--validate-interval-updates",
                           "3", "--log-format", "json", "--log-interval", "1", "--no-epoch-checkpoints",
-                          "--save-dir", save, env=environment(kernel))
+                          "--save-dir", save, **kernel_or_eager(kernel))
         runs[kernel] = (result.stdout + result.stderr, save / "checkpoint_last.pt")
     assert KERNEL_USED in runs[True][0] and FELL_BACK not in runs[True][0]
     assert KERNEL_USED not in runs[False][0]
@@ -168,7 +175,7 @@ def test_fairseq_rope_serve_on_fairseq_with_the_kernel_answers_as_eager(data):
     answers = {}
     for kernel in (True, False):
         server = Server((data / "model", data / "bin"), "--log-level", "info", backend="fairseq",
-                        env=environment(kernel))
+                        env=environment(True) if kernel else None)  # (None: forked, as both() runs the eager one)
         try:
             status, answer, _ = server.call("POST", "/translate", {"q": text, "source": "src", "target": "tgt"})
         finally:
