@@ -50,8 +50,7 @@ def command_main(tool, args, paths, threads):
         logging.root.setLevel(logging.WARNING)
     torch.set_num_threads(threads)
     sys.argv = [tool, *args]
-    if tool.endswith(".py"):  # a developer's script (scripts/), as `python SCRIPT ARGS` runs it
-        sys.path.insert(0, os.path.dirname(tool))
+    if tool.endswith(".py"):  # a developer's script (scripts/, which imports only installed modules)
         runpy.run_path(tool, run_name="__main__")
         sys.exit(0)
     (entry,) = importlib.metadata.entry_points(group="console_scripts", name=tool)
