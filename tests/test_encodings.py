@@ -16,12 +16,12 @@ from fairseq.sequence_generator import SequenceGenerator
 
 import fairseq_rope.self_attention as self_attention
 from conftest import encoding_variants, random_tokens
-from fairseq_rope.alibi import ALiBi, ALiBiBias, ALiBiTransformerModel, alibi_slopes
+from fairseq_rope.alibi import ALiBi, ALiBiBias, alibi_slopes
 from fairseq_rope.encodings import ENCODINGS, StackBias, StackBiasAttention, position_tables
-from fairseq_rope.nope import NoPE, NoPETransformerModel
+from fairseq_rope.nope import NoPE
 from fairseq_rope.options import RopeOptions
-from fairseq_rope.shaw import RelativePositionAttention, ShawRPE, ShawRPETransformerModel
-from fairseq_rope.t5_bias import T5Bias, T5BiasTransformerModel, relative_position_bucket
+from fairseq_rope.shaw import ShawRPE
+from fairseq_rope.t5_bias import T5Bias, relative_position_bucket
 from test_model import decode_step_by_step_equals_full_pass, encode
 
 # every registered encoding but RoPE, in each of its tiny-model variants (Shaw's keys-only ablation takes
