@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from conftest import BIN, run_tool
-from test_recipes import RECIPE, lines, recipe_env, step
+from test_recipes import RECIPE, forked_commands, lines, recipe_env, step
 
 from fairseq_rope.documents import ContextTranslator
 from fairseq_rope_text.documents import (SEPARATOR, DocumentError, contrastive_accuracy, document_spans, in_context,
@@ -36,7 +36,7 @@ def run(tmp_path_factory):
     env = recipe_env(work, CONTEXTS=f"0 {CONTEXT}", ARCHS="rope_transformer", TRAIN_DOCUMENTS=200, VALID_DOCUMENTS=8,
                      TEST_DOCUMENTS=16, BPE_MERGES=300, MODEL_ARGS=MODEL, MAX_UPDATE=250, LR=5e-3, WARMUP_UPDATES=50,
                      DROPOUT=0, TOKENS_PER_UPDATE=1000, MAX_TOKENS_PER_GPU=1000, SAVE_INTERVAL_UPDATES=20, LOG_INTERVAL=100)
-    proc = step("sample_documents.sh", env, timeout=900)
+    proc = step("sample_documents.sh", forked_commands(env), timeout=900)
     name = f"rope_transformer_k{CONTEXT}"
     base = work / f"context{CONTEXT}"
     return dict(work=work, raw=work / "raw", proc=proc, data_bin=base / "data-bin", eval=base / "eval" / name,

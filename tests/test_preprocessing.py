@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from conftest import USER_DIR, run_main, untrained_checkpoint
-from test_recipes import make_corpus, lines, recipe_env, step
+from test_recipes import forked_commands, lines, make_corpus, recipe_env, step
 
 from fairseq_rope_text import preprocessing
 from fairseq_rope_text.documents import document_spans
@@ -99,7 +99,7 @@ def prepared(tmp_path_factory):
                 given = prepare(given_by)
                 settings.update({"BPE_CODES": given / "codes"} if (given / "codes").exists() else
                                 {"SPM_MODEL": given / "spm.model"})
-            step("prepare.sh", recipe_env(base / branch, RAW_DIR=raw, BPE_MERGES=400, **settings))
+            step("prepare.sh", forked_commands(recipe_env(base / branch, RAW_DIR=raw, BPE_MERGES=400, **settings)))
             assert (base / branch / "data-bin" / f"dict.{settings.get('TGT', TGT)}.txt").exists()
             done[branch] = base / branch / "data-bin"
         return done[branch]

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+import forked
 from conftest import model_of, run_tool
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,6 +41,14 @@ def recipe_env(work, **extra):
                OMP_NUM_THREADS="1")
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def forked_commands(env):
+    """``env`` with fairseq's and the plugin's commands forked from the tests' preloaded server (tests/forked.py:
+    each the installed entry point with the step's arguments, environment, working directory and streams,
+    without a new interpreter's seconds of imports). For the steps of a test that sends no signal to a process
+    group and counts no processes; a user's run as it is (sample.sh, the kills) keeps recipe_env's commands."""
+    return dict(env, PATH=os.pathsep.join([forked.on_path(), os.path.dirname(sys.executable), env["PATH"]]))
 
 
 def step(script, env, ok=True, timeout=600):
@@ -79,7 +88,8 @@ def recipe(tmp_path_factory):
     assert f"offline sample: corpus {raw}, work dir {base / 'work'}, archs: rope_transformer transformer" in proc.stderr
     assert "running up to 2 runs at once" in proc.stderr
     env.update(ARCHS="rope_transformer transformer", EXTRA_TRAIN_ARGS=TINY_MODEL)
-    return dict(work=base / "work", raw=raw, env=env, proc=proc, seconds=time.time() - start)
+    # (the tests' own steps below run the commands forked: sample.sh above ran them as a user does)
+    return dict(work=base / "work", raw=raw, env=forked_commands(env), proc=proc, seconds=time.time() - start)
 
 
 def test_recipe_gives_a_result_for_rope_and_baseline(recipe):
@@ -527,7 +537,7 @@ def test_prepare_with_sentencepiece(tmp_path):
     from fairseq.data.data_utils import post_process
 
     raw = make_corpus(tmp_path / "raw", train=400)
-    env = recipe_env(tmp_path / "work", RAW_DIR=raw, TOKENIZER="spm", SPM_VOCAB_SIZE=300)
+    env = forked_commands(recipe_env(tmp_path / "work", RAW_DIR=raw, TOKENIZER="spm", SPM_VOCAB_SIZE=300))
     proc = step("prepare.sh", env)
     assert "training a joint sentencepiece unigram model, vocabulary 300" in proc.stderr
     prep, data_bin = tmp_path / "work" / "prep", tmp_path / "work" / "data-bin"

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from conftest import free_port, model_of, run_tool
-from test_recipes import RECIPE, REPO, TINY_MODEL, lines, make_corpus, recipe_env, step
+from test_recipes import RECIPE, REPO, TINY_MODEL, forked_commands, lines, make_corpus, recipe_env, step
 
 from fairseq_rope_checkpoints import load_checkpoint
 
@@ -32,8 +32,8 @@ def prepared(tmp_path_factory):
     raw = make_corpus(base / "raw", train=300)
     env = recipe_env(base / "work", RAW_DIR=raw, BPE_MERGES=150, ARCH="rope_transformer",
                      EXTRA_TRAIN_ARGS=TINY_MODEL, WARMUP_UPDATES=2, LR=1e-3, MAX_TOKENS=500, LOG_INTERVAL=1)
-    step("prepare.sh", env)
-    return dict(work=base / "work", env=env)
+    step("prepare.sh", forked_commands(env))
+    return dict(work=base / "work", env=env)  # (the kills' runs: fairseq's commands as installed)
 
 
 def max_difference(a, b):
@@ -92,7 +92,8 @@ def test_two_cpu_processes_train_like_one_process_with_update_freq_2(prepared, t
     assert "on CPU (2 process(es))" in proc.stderr and "500 tokens/batch x update-freq 1 x 2 worker(s)" in proc.stderr
     assert "distributed init (rank 0)" in (two / "train.log").read_text()
     assert "distributed init (rank 1)" in (two / "train.rank1.log").read_text()
-    step("train.sh", dict(prepared["env"], **dict(RANKS, CPU_WORKERS="1", UPDATE_FREQ="2"), RUN_NAME="one_rank"))
+    step("train.sh", forked_commands(dict(prepared["env"], **dict(RANKS, CPU_WORKERS="1", UPDATE_FREQ="2"),
+                                          RUN_NAME="one_rank")))
     for update in (5, 10, 15, 20):
         rank0 = torch.load(dumps / f"rank0_update{update}.pt")
         rank1 = torch.load(dumps / f"rank1_update{update}.pt")
@@ -129,8 +130,8 @@ RUN = dict(MAX_UPDATE="60", SAVE_INTERVAL_UPDATES="5", KEEP_INTERVAL_UPDATES="3"
 
 @pytest.fixture(scope="module")
 def uninterrupted(prepared):
-    """The reference run, never interrupted."""
-    env = dict(prepared["env"], RUN_NAME="uninterrupted", **RUN)
+    """The reference run, never interrupted (its commands forked: the killed runs' are as installed)."""
+    env = dict(forked_commands(prepared["env"]), RUN_NAME="uninterrupted", **RUN)
     save = prepared["work"] / "checkpoints" / "uninterrupted"
     proc = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=env, cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -427,8 +428,9 @@ def run_case(case, prepared, uninterrupted, tmp_path):
     raw, save = tmp_path / "raw", uninterrupted["save"]
     average = os.path.join(os.path.dirname(sys.executable), "fairseq-rope-average")
     inputs = sorted(str(p) for p in save.glob("checkpoint_*_*.pt"))[:2]
-    env = recipe_env(tmp_path / "work", RAW_DIR=raw, BPE_MERGES=50)
-    train_env = dict(prepared["env"], RUN_NAME="bad", MAX_UPDATE="2")
+    env = forked_commands(recipe_env(tmp_path / "work", RAW_DIR=raw, BPE_MERGES=50))
+    recipe = forked_commands(prepared["env"])  # (prepared's run with the commands forked: no kills here)
+    train_env = dict(recipe, RUN_NAME="bad", MAX_UPDATE="2")
 
     def tool(name, *args):  # an installed command, forked as conftest.run_tool does
         return run_tool(name, *args, check=False, timeout=300)
@@ -456,7 +458,7 @@ def run_case(case, prepared, uninterrupted, tmp_path):
             "fairseq-rope-ct2": tool("fairseq-rope-ct2", "--checkpoint", damaged, "--data-bin", data_bin,
                                      "--output-dir", tmp_path / "ct2"),
             "fairseq-rope-checkpoint fits": tool("fairseq-rope-checkpoint", "fits", damaged, "--data-bin", data_bin),
-            "evaluate.sh": step("evaluate.sh", dict(prepared["env"], CHECKPOINT=str(damaged),
+            "evaluate.sh": step("evaluate.sh", dict(recipe, CHECKPOINT=str(damaged),
                                                     EVAL_DIR=str(tmp_path / "eval")), ok=False),
         }
         for name, other in others.items():
@@ -469,7 +471,7 @@ def run_case(case, prepared, uninterrupted, tmp_path):
         return tool("fairseq-rope-average", "--inputs", damaged, inputs[1], "--output", tmp_path / "avg.pt"), \
             dict(dir=tmp_path)
     if case == "a run started again with other settings":
-        env = dict(prepared["env"], RUN_NAME="changed", MAX_UPDATE="2")
+        env = dict(recipe, RUN_NAME="changed", MAX_UPDATE="2")
         step("train.sh", env)
         return step("train.sh", dict(env, LR="2e-3"), ok=False), dict(work=prepared["work"])
     if case == "averaging checkpoints of different architectures":
@@ -488,8 +490,8 @@ def run_case(case, prepared, uninterrupted, tmp_path):
         for lang in ("en", "de"):
             with open(other / f"dict.{lang}.txt", "a") as f:
                 f.write("extra 1\n")
-        step("average.sh", dict(prepared["env"], SAVE_DIR=str(save), AVERAGE_LAST="2"))
-        return step("evaluate.sh", dict(prepared["env"], SAVE_DIR=str(save), DATA_BIN=str(other),
+        step("average.sh", dict(recipe, SAVE_DIR=str(save), AVERAGE_LAST="2"))
+        return step("evaluate.sh", dict(recipe, SAVE_DIR=str(save), DATA_BIN=str(other),
                                         CHECKPOINT=str(save / "checkpoint_avg_last2.pt"),
                                         EVAL_DIR=str(tmp_path / "eval")), ok=False), dict(dir=tmp_path)
     if case == "document ids that do not fit their text":
@@ -539,7 +541,7 @@ def test_rerun_with_other_settings_is_refused_unless_allowed(prepared):
     """train.sh records the settings a run starts with; a re-run with other values (LR, MAX_UPDATE,
     EXTRA_TRAIN_ARGS) stops before training, naming each setting with both values and how to go
     on; ALLOW_CHANGED_SETTINGS=1 continues the run from its checkpoint with the new values."""
-    env = dict(prepared["env"], RUN_NAME="settings", MAX_UPDATE="2", SAVE_INTERVAL_UPDATES="2")
+    env = dict(forked_commands(prepared["env"]), RUN_NAME="settings", MAX_UPDATE="2", SAVE_INTERVAL_UPDATES="2")
     save = prepared["work"] / "checkpoints" / "settings"
     # a run that fails at start-up (a bad flag) has no checkpoint: the corrected command is not refused
     step("train.sh", dict(env, EXTRA_TRAIN_ARGS=env["EXTRA_TRAIN_ARGS"] + " --rope-dim 3"), ok=False)
