@@ -315,8 +315,9 @@ def test_architectures_match_fairseq_sizes(dict_dir, build, arch):
     """Each size is fairseq's (every argument but the encoding's own and the positions), with fairseq's
     parameters less the additive positions, plus the encoding's; cross-attention stays fairseq's."""
     for suffix in ("", "_wmt_en_de", "_wmt_en_de_big", "_iwslt_de_en"):
-        ours, _ = build(dict_dir, arch + suffix, tiny=False)
-        base, _ = build(dict_dir, "transformer" + suffix, tiny=False)
+        with torch.device("meta"):  # shapes only: no memory, no initialization (seconds per model on a CPU)
+            ours, _ = build(dict_dir, arch + suffix, tiny=False)
+            base, _ = build(dict_dir, "transformer" + suffix, tiny=False)
         assert type(ours) is MODELS[arch]
         own = {"arch", "no_token_positional_embeddings", "add_token_positional_embeddings"}
         prefix = arch.split("_")[0] + "_"

@@ -19,8 +19,9 @@ def test_architectures_match_fairseq_sizes(dict_dir, build):
         ("rope_transformer_wmt_en_de_big", "transformer_wmt_en_de_big"),
         ("rope_transformer_vaswani_wmt_en_de_big", "transformer_vaswani_wmt_en_de_big"),
     ]:
-        rope, _ = build(dict_dir, rope_arch, tiny=False)
-        base, _ = build(dict_dir, fairseq_arch, tiny=False)
+        with torch.device("meta"):  # shapes only: no memory, no initialization (seconds per model on a CPU)
+            rope, _ = build(dict_dir, rope_arch, tiny=False)
+            base, _ = build(dict_dir, fairseq_arch, tiny=False)
         assert isinstance(rope, RoPETransformerModel)
         # every argument fairseq's architecture sets (sizes, dropouts, activation, norms, sharing) is
         # the same; the rope model differs in its own flags, its arch name and its positions only

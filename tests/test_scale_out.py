@@ -181,8 +181,9 @@ def killed_and_resumed(prepared, uninterrupted):
         time.sleep(0.005)
     for run in runs.values():
         assert not (run["save"] / ".done").exists()
-        run["resume"] = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=run["env"], cwd=REPO,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # (run again as a user would after the kill; its commands forked: nothing kills this one)
+        run["resume"] = subprocess.Popen(["bash", os.path.join(RECIPE, "train.sh")], env=forked_commands(run["env"]),
+                                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for run in runs.values():
         run["stdout"], run["stderr"] = run["resume"].communicate(timeout=600)
         assert run["resume"].returncode == 0, run["stderr"][-3000:]
@@ -257,7 +258,7 @@ def test_rank_killed_mid_training_stops_the_others_and_the_rerun_resumes_to_the_
     assert not running, f"processes of the failed run still running: {running}"
     killed = updates_of_any(save)
     assert 5 <= killed < 20
-    resumed = step("train.sh", dict(env, MASTER_PORT=str(free_port())))
+    resumed = step("train.sh", forked_commands(dict(env, MASTER_PORT=str(free_port()))))  # (no kill: forked)
     assert f"resuming from {save}/checkpoint_last.pt ({killed} updates)" in resumed.stderr
     assert updates_of(save / "checkpoint_last.pt") == 20
     assert max_difference(model_of(save / "checkpoint_last.pt"), model_of(reference / "checkpoint_last.pt")) == 0.0
@@ -306,13 +307,14 @@ def test_truncated_checkpoint_last_is_restored_from_newest_complete_checkpoint(p
     copy leaves it truncated. train.sh resumes from the newest complete numbered checkpoint (here
     update 55, epochs into the run) and still ends with the uninterrupted run's parameters."""
     run = killed_and_resumed[SEEDS[0]]
+    env = forked_commands(run["env"])  # (no kill here)
     save, last = run["save"], run["save"] / "checkpoint_last.pt"
     data = last.read_bytes()
     last.write_bytes(data[: len(data) // 2])
     next(save.glob("checkpoint_*_60.pt")).unlink()
     newest = next(save.glob("checkpoint_*_55.pt"))
     (save / ".done").unlink()
-    proc = step("train.sh", run["env"])
+    proc = step("train.sh", env)
     assert f"cannot load {last}" in proc.stderr
     assert f"{last} was damaged (kept as checkpoint_last.pt.damaged): restored from {newest}" in proc.stderr
     assert re.search(r"Loaded checkpoint \S+checkpoint_last.pt \(epoch [0-9]+ @ 55 updates\)", (save / "train.log").read_text())
@@ -321,13 +323,13 @@ def test_truncated_checkpoint_last_is_restored_from_newest_complete_checkpoint(p
     # finished but not marked done (killed between fairseq-train's end and train.sh's): fairseq-train
     # would run one more update before checking --max-update, so train.sh does not start it
     (save / ".done").unlink()
-    proc = step("train.sh", run["env"])
+    proc = step("train.sh", env)
     assert "checkpoint_last.pt already holds update 60: fairseq-train is not run again" in proc.stderr
     assert updates_of(last) == 60 and (save / ".done").exists()
     # nothing complete left to resume from: the error names the file and what to do
     for path in save.glob("checkpoint_*.pt"):
         path.write_bytes(b"not a checkpoint")
-    proc = step("train.sh", dict(run["env"], MAX_UPDATE="70", ALLOW_CHANGED_SETTINGS="1"), ok=False)
+    proc = step("train.sh", dict(env, MAX_UPDATE="70", ALLOW_CHANGED_SETTINGS="1"), ok=False)
     assert f"{last} is damaged and {save} holds no complete checkpoint_<epoch>_<update>.pt" in proc.stderr
 
 
@@ -378,7 +380,7 @@ def test_killed_average_or_evaluate_leaves_no_partial_output(prepared, uninterru
     proc.wait()
     for path in outputs:
         assert not path.exists() or content(path) == complete[path], f"partial {path} after the kill"
-    step(script, env)
+    step(script, forked_commands(env))  # (the re-run: nothing kills it)
     for path in outputs:
         assert content(path) == complete[path], path
 
