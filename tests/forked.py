@@ -252,7 +252,7 @@ def serve_commands(path, threads):
                 selector.register(conn, selectors.EVENT_READ, pid)
             else:  # a signal to forward, or the client gone (killed): its command goes too
                 conn, pid = key.fileobj, key.data
-                data = conn.recv(4)
+                data = conn.recv(4, socket.MSG_WAITALL)
                 try:
                     os.kill(pid, struct.unpack("!I", data)[0] if len(data) == 4 else signal.SIGKILL)
                 except ProcessLookupError:
