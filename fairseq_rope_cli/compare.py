@@ -172,10 +172,14 @@ def add_length_ratio(scores, named_hyps, refs):
 def score_subset(named_hyps, refs, n_samples):
     """Scores of every run on these sentences, with paired bootstrap p-values against the first run.
 
-    Returns ({run: {"bleu", "chrf", "bleu_ci", "chrf_ci", "bleu_p", "chrf_p"}}, signatures) where
-    p is None for the first run and CI is the half-width of the bootstrap 95% interval.
+    Returns ({run: {"bleu", "chrf", "bleu_ci", "chrf_ci", "bleu_p", "chrf_p", "bleu_interval", "chrf_interval"}},
+    signatures) where p (sacreBLEU's) and the interval (the bootstrap's percentile 95% interval of the
+    difference to the first run, seeds.py's draws) are None for the first run, and CI is the half-width of
+    sacreBLEU's bootstrap 95% interval of the score.
     """
     from sacrebleu.significance import PairedTest
+
+    from .seeds import bootstrap_seed, metric_score, sacrebleu_statistics, seeds_and_sentences_test
 
     named_hyps = list(named_hyps)
     if len(named_hyps) >= 2:
@@ -189,7 +193,14 @@ def score_subset(named_hyps, refs, n_samples):
             for short, key in zip(("bleu", "chrf"), keys):
                 r = table[key][i]
                 out[name].update({short: float(r.score), f"{short}_ci": _maybe(r.ci),
-                                  f"{short}_p": (1.0 if identical else _maybe(r.p_value)) if i else None})
+                                  f"{short}_p": (1.0 if identical else _maybe(r.p_value)) if i else None,
+                                  f"{short}_interval": None})
+        for short, metric in zip(("bleu", "chrf"), metrics().values()):  # the difference's bootstrap interval
+            first = [sacrebleu_statistics(metric, named_hyps[0][1], refs)]
+            for name, hyps in named_hyps[1:]:
+                out[name][f"{short}_interval"] = seeds_and_sentences_test(
+                    [sacrebleu_statistics(metric, hyps, refs)], first, metric_score(metric), n_samples,
+                    bootstrap_seed())["interval"]
         return out, {k: str(v) for k, v in signatures.items()}
     name, hyps = named_hyps[0]
     out, sigs = {name: {}}, {}
@@ -273,9 +284,15 @@ def best_above(src, refs, runs, words):
 # --------------------------------------------------------------------------- outputs
 
 
-def _cell(scores, name, metric, first, n_samples, ci=False):
+def _signed_interval(interval):
+    return f"[{interval[0]:+.2f}, {interval[1]:+.2f}]"
+
+
+def score_cell(scores, name, metric, first, n_samples, ci=False, test=True):
     """``score`` (with seeds ± their standard deviation; with one run and ``ci``, the bootstrap 95%
-    confidence interval in brackets) and, for runs after the first, (difference, p)."""
+    confidence interval in brackets) and, for runs after the first, (difference, its 95% interval:
+    Welch's over the seeds where both runs have two or more, else the bootstrap's; with ``test``, the
+    two-sided p over seeds (Welch's), or with one seed sacreBLEU's bootstrap p)."""
     from .seeds import p_text
 
     s = scores[name]
@@ -285,12 +302,37 @@ def _cell(scores, name, metric, first, n_samples, ci=False):
             text += f" ± {s[f'{metric}_sd']:.2f}"
     elif ci and s.get(f"{metric}_ci") is not None:
         text += f" [{s[metric] - s[f'{metric}_ci']:.2f}, {s[metric] + s[f'{metric}_ci']:.2f}]"
-    if name != first:
-        d = s[metric] - scores[first][metric]
-        p = s[f"{metric}_p"]
-        star = "\\*" if p is not None and p < 0.05 else ""  # escaped: a bare * would start italics
-        text += f" ({d:+.2f}, {p_text(p, n_samples)}{star})" if p is not None else f" ({d:+.2f})"
-    return text
+    if name == first:
+        return text
+    d = s[metric] - scores[first][metric]
+    welch = s.get(f"{metric}_welch")
+    interval = welch["interval"] if welch else s.get(f"{metric}_interval")
+    parts = [f"{d:+.2f}" + (f" {_signed_interval(interval)}" if interval else "")]
+    if test and welch:
+        parts.append(f"p={welch['p']:.3f}")
+    elif test and s.get(f"{metric}_p") is not None and f"{metric}_seeds" not in s:
+        parts.append(f"bootstrap {p_text(s[f'{metric}_p'], n_samples)}")
+    return text + f" ({', '.join(parts)})"
+
+
+def _tests_table(res, first):
+    """Every test of every run against the first, overall, as rows: difference, Welch's interval and p,
+    the exact permutation p and its floor, the bootstrap's interval and p."""
+    from .seeds import p_text
+
+    lines = ["| Run | metric | difference | 95% CI (Welch, seeds) | p (Welch, two-sided) | p (exact permutation, "
+             "two-sided; floor) | 95% interval (bootstrap) | p (bootstrap, sacreBLEU's) |",
+             "|---|---|---:|---|---:|---:|---|---:|"]
+    for name in res["runs"][1:]:
+        s = res["overall"][name]
+        for metric, label in (("bleu", "BLEU"), ("chrf", "chrF")):
+            welch, perm = s[f"{metric}_welch"], s[f"{metric}_permutation"]
+            lines.append(" | ".join([
+                f"| {name}", label, f"{s[metric] - res['overall'][first][metric]:+.2f}",
+                _signed_interval(welch["interval"]) if welch else "–", f"{welch['p']:.3f}" if welch else "–",
+                f"{perm['p']:.3f} ({perm['floor']:.3f})" if perm else "–",
+                _signed_interval(s[f"{metric}_interval"]), p_text(s[f"{metric}_p"], res["bootstrap_samples"])]) + " |")
+    return lines
 
 
 def _show(path):
@@ -317,21 +359,24 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
     seeds = res.get("seeds")
     if seeds:
         lines.append(f"Each run: the mean ± sample standard deviation over its training seeds (each seed's score "
-                     f"below). In parentheses: difference of the means to **{first}** and the p-value of the "
-                     f"paired bootstrap over seeds and test sentences ({res['bootstrap_samples']} resamples, "
-                     f"seed {res['bootstrap_seed']}; docs/evaluation.md); \\* = p < 0.05; "
-                     f"(floor): no resample as extreme, the least p the test can give.")
+                     f"below). In parentheses: the difference of the means to **{first}**, its 95% confidence "
+                     f"interval and the two-sided p of Welch's t-test with the seeds as the samples "
+                     f"(docs/evaluation.md, across training seeds); every test below the table. By length: the "
+                     f"difference and its interval, no test (one per bucket would be many tests at once).")
         lines.append("")
     elif len(runs) > 1:
-        lines.append(f"In parentheses: difference to **{first}** and the p-value of sacrebleu's paired bootstrap "
-                     f"test ({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}); "
-                     f"\\* = p < 0.05; (floor): no resample as extreme, the least p the test can give; in "
-                     f"brackets the bootstrap 95% confidence interval.")
+        lines.append(f"In brackets after a score: sacreBLEU's bootstrap 95% confidence interval. In parentheses: "
+                     f"the difference to **{first}** and the p of sacreBLEU's paired bootstrap test "
+                     f"({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}): the share of resamples "
+                     f"whose centred |difference| exceeds the observed one, about half of a two-sided p for a "
+                     f"clear difference; (floor): no resample as extreme, the least p the test can give. One output "
+                     f"per run: it says how the difference moves with the test sentences, not with the training "
+                     f"seed. By length: the difference alone.")
         lines.append("")
     head, align = ("| Run | seeds |", "|---|---:|") if seeds else ("| Run |", "|---|")
     lines += [head + " BLEU | chrF | hyp/ref length | repeating |", align + "---:|---:|---:|---:|"]
     for name in runs:
-        cells = [_cell(res["overall"], name, m, first, res["bootstrap_samples"], ci=True) for m in ("bleu", "chrf")]
+        cells = [score_cell(res["overall"], name, m, first, res["bootstrap_samples"], ci=True) for m in ("bleu", "chrf")]
         overall = res["overall"][name]
         lines.append(f"| {name} |{f' {seeds[name]} |' if seeds else ''} {cells[0]} | {cells[1]} | "
                      f"{overall['len_ratio']:.2f} | {100 * overall['repeat_share']:.1f}% |")
@@ -341,6 +386,10 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
         for name in runs:
             by_seed = [", ".join(f"{v:.2f}" for v in res["overall"][name][f"{m}_seeds"]) for m in ("bleu", "chrf")]
             lines.append(f"| {name} | {by_seed[0]} | {by_seed[1]} |")
+        lines += ["", f"Tests against **{first}** (overall): Welch's t and the exact permutation test take the "
+                      f"per-seed scores as the samples; the bootstrap resamples seeds and sentences "
+                      f"({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}) and its p is "
+                      f"sacreBLEU's convention (about one tail).", ""] + _tests_table(res, first)
     lines += ["", "By source length (words):", ""]
     header = (["Source words", "Sentences"] + [f"BLEU {n}" for n in runs] + [f"chrF {n}" for n in runs]
               + ["hyp/ref length " + " / ".join(runs), "repeating (%) " + " / ".join(runs)])
@@ -353,7 +402,8 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
         if not b["scores"]:
             cells = ["–"] * (2 * len(runs) + 2)
         else:
-            cells = [_cell(b["scores"], n, m, first, res["bootstrap_samples"]) for m in ("bleu", "chrf") for n in runs]
+            cells = [score_cell(b["scores"], n, m, first, res["bootstrap_samples"], test=False)
+                     for m in ("bleu", "chrf") for n in runs]
             cells.append(" / ".join(f"{b['scores'][n]['len_ratio']:.2f}" for n in runs))
             cells.append(" / ".join(f"{100 * b['scores'][n]['repeat_share']:.0f}" for n in runs))
         lines.append(f"| {label} | {b['sentences']} | " + " | ".join(cells) + " |")

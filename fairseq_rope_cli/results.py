@@ -91,7 +91,8 @@ def render_seeds(results, baseline=None, n_samples=1000):
     from sacrebleu.metrics import BLEU, CHRF
 
     from .common import read_lines
-    from .seeds import bootstrap_seed, compare_seeds, mean_sd, p_text
+    from .compare import score_cell
+    from .seeds import bootstrap_seed, compare_seeds, mean_sd
 
     baseline = baseline or next(iter(systems))
     references = {r["reference"] for r in results}
@@ -104,16 +105,13 @@ def render_seeds(results, baseline=None, n_samples=1000):
     scores = compare_seeds(hyps, refs, {"bleu": BLEU(), "chrf": CHRF()}, n_samples, bootstrap_seed())
 
     def cell(name, metric):
-        s = scores[name]
-        text = f"{s[metric]:.2f}" + (f" ± {s[metric + '_sd']:.2f}" if s[metric + "_sd"] is not None else "")
-        if s[metric + "_p"] is not None:
-            text += f" ({s[metric] - scores[baseline][metric]:+.2f}, {p_text(s[metric + '_p'], n_samples)})"
-        return text
+        return score_cell(scores, name, metric, baseline, n_samples)
 
     lines = ["", f"Across training seeds: mean ± sample standard deviation; in parentheses the difference to "
-                 f"**{baseline}** and the p-value of the paired bootstrap over seeds and test sentences "
-                 f"({n_samples} resamples, seed {os.environ.get('SACREBLEU_SEED', '12345')}; docs/evaluation.md); "
-                 f"(floor): no resample as extreme, the least p the test can give.",
+                 f"**{baseline}**, its 95% confidence interval and the two-sided p of Welch's t-test with the "
+                 f"seeds as the samples (docs/evaluation.md, across training seeds; with one seed on a side: the "
+                 f"interval of the paired bootstrap over seeds and test sentences, {n_samples} resamples, seed "
+                 f"{os.environ.get('SACREBLEU_SEED', '12345')}, and no p).",
              "", "| System | Seeds | sacreBLEU | chrF | BLEU (tokenized) | sacreBLEU by seed |",
              "|---|---|---:|---:|---:|---|"]
     for name in order:

@@ -1,24 +1,37 @@
-"""Scores of systems trained with several seeds: mean, standard deviation, and a test against a baseline
-that accounts for both the training seeds and the test sentences.
+"""Scores of systems trained with several seeds: mean, standard deviation, and tests against a baseline.
 
 A system is one or more replicas (its runs with different training seeds), each a list of hypotheses of
 the same test set. Its score is the mean over replicas of the corpus metric (sacreBLEU, chrF); the spread
 is the sample standard deviation over replicas (Clark et al. 2011).
 
-The test is a paired bootstrap over sentences and seeds. Each of ``n_samples`` resamples draws the test
-sentences with replacement (the same sentences for every system: they are paired) and, for each system
-on its own, its replicas with replacement (seeds are not paired: seed 1 of one system has nothing to do
-with seed 1 of another); a system's resampled score is the mean over its drawn replicas of the metric on
-the drawn sentences. The p-value is sacreBLEU's (and Koehn's): the share of resamples whose absolute
-difference, centred on its mean over resamples, exceeds the observed absolute difference, with +1 in
-numerator and denominator (p = 1 when the observed difference is 0). With one replica per system this is sacreBLEU's paired bootstrap test,
-resample for resample (same seed, same draws of sentences).
+Three tests of a difference, each answering its own question:
 
-Why not sacreBLEU's tests as they are: they take one output per system, so they measure how a
-difference varies with the test sentences, not with the training seed.
+* ``welch_test``: the seeds as the samples. Welch's t on the per-seed scores (unequal variances,
+  Welch-Satterthwaite degrees of freedom; scipy), two-sided, with the confidence interval of the
+  difference of the means. With three seeds a side its degrees of freedom are 2 to 4: the t tails are
+  wide, as they should be when three values are all one knows of a system's spread.
+* ``permutation_test``: the seeds as the samples, exact: every split of the pooled per-seed scores into
+  groups of the two sizes (scipy's ``permutation_test``, all splits enumerated), two-sided (twice the
+  smaller tail, at most 1). Its smallest possible p is ``permutation_floor`` (2 / C(n + m, n): 0.10 with
+  3 + 3 seeds, 0.008 with 5 + 5); it assumes nothing about the scores' distribution.
+* ``seeds_and_sentences_test``: the paired bootstrap over sentences and seeds (how the difference moves
+  with the test sentences as well). Each of ``n_samples`` resamples draws the test sentences with
+  replacement (the same for every system: they are paired) and, for each system on its own, its replicas
+  with replacement; a system's resampled score is the mean over its drawn replicas of the metric on the
+  drawn sentences. The p-value is sacreBLEU's ``--paired-bs`` convention (Koehn 2004's reading): the share
+  of resamples whose absolute difference, centred on its mean over resamples, exceeds the observed
+  absolute difference, +1 in numerator and denominator (p = 1 for no observed difference). For a
+  difference well above its spread that is one tail of the bootstrap distribution, about half of a
+  two-sided p; and drawing three seeds with replacement gives the resampled mean (R - 1) / R of its
+  variance with normal tails: with few seeds it *under*-states the seeds' spread. The interval beside it
+  is the percentile 95% interval of the resampled difference. With one replica per system this is
+  sacreBLEU's paired bootstrap test, resample for resample (same seed, same draws of sentences).
+
+``holm`` corrects the p-values of several tests at once (Holm's step-down, e.g. one per length bucket).
 """
 
 import os
+import math
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -61,12 +74,62 @@ def seeds_and_sentences_test(system: Sequence[np.ndarray], baseline: Sequence[np
         return np.take_along_axis(per_replica, drawn, axis=1).mean(1)
 
     observed = (np.mean([score(r.sum(0)) for r in system]) - np.mean([score(r.sum(0)) for r in baseline]))
-    differences = np.abs(resampled(system) - resampled(baseline))
+    signed = resampled(system) - resampled(baseline)
+    differences = np.abs(signed)
     centred = differences - differences.mean()
     # no difference observed (e.g. a BLEU of 0 for both): nothing to test, p = 1 (sacreBLEU's count would give
     # 1/(n+1) when every resample ties too)
     p = 1.0 if observed == 0 else (np.sum(centred > abs(observed)) + 1) / (n_samples + 1)
-    return {"difference": float(observed), "p": float(p), "samples": n_samples}
+    low, high = np.percentile(signed, [2.5, 97.5])
+    return {"difference": float(observed), "p": float(p), "interval": [float(low), float(high)], "samples": n_samples}
+
+
+def welch_test(system: Sequence[float], baseline: Sequence[float], confidence: float = 0.95) -> Optional[Dict]:
+    """Welch's two-sided t-test of ``mean(system) - mean(baseline)`` with the per-seed scores as the
+    samples: ``{"difference", "t", "df", "p", "interval"}`` (the ``confidence`` interval of the difference),
+    or None where a side has fewer than two scores or neither side varies (no spread to test against)."""
+    from scipy import stats
+
+    a, b = np.asarray(system, dtype="float64"), np.asarray(baseline, dtype="float64")
+    if len(a) < 2 or len(b) < 2 or (np.ptp(a) == 0 and np.ptp(b) == 0):
+        return None
+    result = stats.ttest_ind(a, b, equal_var=False)
+    interval = result.confidence_interval(confidence)
+    return {"difference": float(a.mean() - b.mean()), "t": float(result.statistic), "df": float(result.df),
+            "p": float(result.pvalue), "interval": [float(interval.low), float(interval.high)]}
+
+
+def permutation_floor(n: int, m: int) -> float:
+    """The smallest two-sided p an exact permutation test over n + m scores can give: 2 / C(n + m, n)."""
+    return min(1.0, 2 / math.comb(n + m, n))
+
+
+def permutation_test(system: Sequence[float], baseline: Sequence[float]) -> Optional[Dict]:
+    """The exact two-sided permutation test of the difference of the means over the pooled per-seed scores
+    (every split enumerated): ``{"difference", "p", "floor"}``; None where a side has fewer than two scores
+    (scipy's condition; with one, the floor would be 2 / (n + 1) at best)."""
+    from scipy import stats
+
+    a, b = np.asarray(system, dtype="float64"), np.asarray(baseline, dtype="float64")
+    if len(a) < 2 or len(b) < 2:
+        return None
+    result = stats.permutation_test((a, b), lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+                                    permutation_type="independent", alternative="two-sided",
+                                    n_resamples=np.inf, vectorized=True)
+    return {"difference": float(a.mean() - b.mean()), "p": float(min(1.0, result.pvalue)),
+            "floor": permutation_floor(len(a), len(b))}
+
+
+def holm(p_values: Sequence[Optional[float]]) -> List[Optional[float]]:
+    """Holm's step-down adjustment of several p-values (None: no test, left out and kept as None): the k-th
+    smallest of m is multiplied by m - k + 1, made non-decreasing, capped at 1."""
+    tested = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    adjusted: List[Optional[float]] = [None] * len(p_values)
+    running = 0.0
+    for k, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (len(tested) - k) * p))
+        adjusted[i] = running
+    return adjusted
 
 
 def same_outputs(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> bool:
@@ -91,8 +154,10 @@ def compare_seeds(systems: List[tuple], references: Sequence[str], metrics: Dict
     """Every system's mean, standard deviation and per-seed scores, and the test against the first system.
 
     ``systems``: [(name, [hypotheses of replica 1, ...])]; ``metrics``: {"bleu": BLEU(), "chrf": CHRF()}.
-    Returns {name: {"seeds": R, "bleu": mean, "bleu_sd": sd or None, "bleu_seeds": [...], "bleu_p": p or None,
-    ... the same for chrf}}."""
+    Returns {name: {"seeds": R, "bleu": mean, "bleu_sd": sd or None, "bleu_seeds": [...],
+    "bleu_p": the bootstrap's p (sacreBLEU's convention), "bleu_interval": its 95% interval of the difference,
+    "bleu_welch": welch_test's dict or None, "bleu_permutation": permutation_test's dict, ... the same for
+    chrf}}; the tests are None for the first system."""
     out = {}
     stats = {short: {name: [sacrebleu_statistics(m, h, references) for h in replicas] for name, replicas in systems}
              for short, m in metrics.items()}
@@ -103,9 +168,16 @@ def compare_seeds(systems: List[tuple], references: Sequence[str], metrics: Dict
             score = metric_score(m)
             spread = mean_sd([score(s.sum(0)) for s in stats[short][name]])
             entry.update({short: spread["mean"], f"{short}_sd": spread["sd"], f"{short}_seeds": spread["values"]})
-            identical = name != first and same_outputs(stats[short][name], stats[short][first])
-            entry[f"{short}_p"] = None if name == first else 1.0 if identical else seeds_and_sentences_test(
-                stats[short][name], stats[short][first], score, n_samples, seed)["p"]
+            if name == first:
+                entry.update({f"{short}_{k}": None for k in ("p", "interval", "welch", "permutation")})
+                continue
+            if same_outputs(stats[short][name], stats[short][first]):  # the baseline itself: nothing to test
+                bootstrap = {"p": 1.0, "interval": [0.0, 0.0]}
+            else:
+                bootstrap = seeds_and_sentences_test(stats[short][name], stats[short][first], score, n_samples, seed)
+            entry.update({f"{short}_p": bootstrap["p"], f"{short}_interval": bootstrap["interval"],
+                          f"{short}_welch": welch_test(spread["values"], out[first][f"{short}_seeds"]),
+                          f"{short}_permutation": permutation_test(spread["values"], out[first][f"{short}_seeds"])})
         out[name] = entry
     return out
 

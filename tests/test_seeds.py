@@ -133,8 +133,12 @@ def test_the_results_table_across_seeds_tests_against_the_baseline_named_not_the
     b_cell, a_cell = (row.split(" | ")[3] for row in rows)
     assert b_cell == f"{statistics.mean(chrf['B']):.2f} ± {statistics.stdev(chrf['B']):.2f}"
     difference = statistics.mean(chrf["A"]) - statistics.mean(chrf["B"])
-    assert a_cell.startswith(f"{statistics.mean(chrf['A']):.2f} ± {statistics.stdev(chrf['A']):.2f} "
-                             f"({difference:+.2f}, p=")
+    from scipy import stats
+
+    welch = stats.ttest_ind(chrf["A"], chrf["B"], equal_var=False)
+    low, high = welch.confidence_interval(0.95)
+    assert a_cell == (f"{statistics.mean(chrf['A']):.2f} ± {statistics.stdev(chrf['A']):.2f} "
+                      f"({difference:+.2f} [{low:+.2f}, {high:+.2f}], p={welch.pvalue:.3f})")
 
 
 def test_a_resample_that_only_ties_the_observed_difference_does_not_count_against_it():
@@ -155,3 +159,124 @@ def test_a_p_value_at_the_tests_floor_is_written_as_the_floor():
     assert p_text(1 / 1001, 1000) == "p=1/1001 (floor)"
     assert p_text(2 / 1001, 1000) == "p=0.002"
     assert p_text(1 / 101, 100) == "p=1/101 (floor)" and p_text(1 / 1001, 100) == "p=0.001"
+
+
+def t4_two_sided(t):
+    """The two-sided tail of Student's t with 4 degrees of freedom, in closed form:
+    F(t) = 1/2 + 3/8 u (1 - u^2 / 3) with u = t / sqrt(4 + t^2) * 2 (so that u = sin of the angle), i.e.
+    P(|T| > t) = 1 - u (3 - u^2) / 2 with u = t / sqrt(4 + t^2)."""
+    u = abs(t) / (4 + t * t) ** 0.5
+    return 1 - u * (3 - u * u) / 2
+
+
+def test_welch_over_three_seeds_gives_students_textbook_p_and_interval():
+    """(1, 2, 3) against (4, 5, 6): difference -3, standard error sqrt(1/3 + 1/3), t = -3.674, Welch's degrees of
+    freedom 4 exactly (equal variances and sizes): p from t(4)'s closed form, 0.0213; the 95% interval
+    -3 -+ t(4; 0.975) * se with t(4; 0.975) = 2.7764 (the tables' value)."""
+    from fairseq_rope_cli.seeds import welch_test
+
+    result = welch_test([1, 2, 3], [4, 5, 6])
+    se = (2 / 3) ** 0.5
+    assert result["difference"] == pytest.approx(-3, abs=1e-12)
+    assert result["t"] == pytest.approx(-3 / se, abs=1e-12) and result["df"] == pytest.approx(4, abs=1e-12)
+    assert result["p"] == pytest.approx(t4_two_sided(3 / se), abs=1e-12)
+    assert result["p"] == pytest.approx(0.0213, abs=5e-5)
+    assert result["interval"] == pytest.approx([-3 - 2.7764451 * se, -3 + 2.7764451 * se], abs=1e-6)
+
+
+def test_welch_is_two_sided_at_the_normal_limit_z_196_gives_p_005():
+    """Many seeds a side, scores constructed so that the difference is 1.96 standard errors: t is 1.96
+    with ~4,000 degrees of freedom, where Student's t is the normal: two-sided p = 0.0500 (a one-sided test
+    would give 0.025)."""
+    from fairseq_rope_cli.seeds import welch_test
+
+    x = np.random.default_rng(0).standard_normal(2000)
+    x = (x - x.mean()) / x.std(ddof=1)  # mean 0, sd 1 exactly
+    se = (2 / 2000) ** 0.5
+    result = welch_test(list(1.96 * se + x), list(x[::-1]))
+    assert result["t"] == pytest.approx(1.96, abs=1e-9)
+    assert result["p"] == pytest.approx(0.05, abs=2e-4)
+    # t(3998; 0.975) = 1.96055: the interval starts 0.00055 se below 0
+    assert result["interval"][0] == pytest.approx(-0.00055 * se, abs=2e-5 * se) and result["interval"][1] == pytest.approx(
+        2 * 1.96 * se + 0.00055 * se, abs=2e-5 * se)
+
+
+def test_welch_with_one_side_constant_has_the_other_sides_degrees_of_freedom():
+    """(5, 5, 5) against (1, 2, 3): the whole variance is the baseline's, so df = 2 and P(|T| > t) for t(2) is
+    1 - t / sqrt(2 + t^2): t = 3 / sqrt(1/3) = 5.196, p = 0.0351."""
+    from fairseq_rope_cli.seeds import welch_test
+
+    result = welch_test([5, 5, 5], [1, 2, 3])
+    t = 3 / (1 / 3) ** 0.5
+    assert result["df"] == pytest.approx(2, abs=1e-12)
+    assert result["p"] == pytest.approx(1 - t / (2 + t * t) ** 0.5, abs=1e-12)
+    assert welch_test([5, 5, 5], [4, 4, 4]) is None and welch_test([5], [1, 2, 3]) is None  # nothing to test
+
+
+def test_the_exact_permutation_test_over_3_and_3_seeds_cannot_go_below_010():
+    """With 3 + 3 seeds there are C(6, 3) = 20 splits: the most extreme observed split and its mirror give the
+    least two-sided p, 2/20 = 0.10, however far apart the systems are; with 5 + 5, 2/252."""
+    from fairseq_rope_cli.seeds import permutation_floor, permutation_test
+
+    far = permutation_test([30.0, 31.0, 32.0], [1.0, 2.0, 3.0])
+    assert far["p"] == pytest.approx(0.1, abs=1e-12) and far["floor"] == pytest.approx(0.1, abs=1e-12)
+    assert far["difference"] == pytest.approx(29, abs=1e-12)
+    assert permutation_floor(5, 5) == pytest.approx(2 / 252, abs=1e-15)
+    assert permutation_test([10.0, 11, 12, 13, 14], [1.0, 2, 3, 4, 5])["p"] == pytest.approx(2 / 252, abs=1e-12)
+
+
+def test_the_permutation_test_counts_splits_by_hand():
+    """Pooled scores 1..6, system (1, 2, 4): its difference is (2 * 7 - 21) / 3. Splits whose system sum is <= 7:
+    (1, 2, 3) and (1, 2, 4), 2 of 20: the lower tail 0.10, the upper far larger, two-sided 2 x 0.10 = 0.20.
+    The same split the other way round (the system is (3, 5, 6)) gives the same p. System (1, 3, 5), sum 9:
+    sums 6, 7, 8, 8, 9, 9, 9 are <= 9 (7 of 20 splits), two-sided 2 x 0.35 = 0.70."""
+    from fairseq_rope_cli.seeds import permutation_test
+
+    assert permutation_test([1.0, 2.0, 4.0], [3.0, 5.0, 6.0])["p"] == pytest.approx(0.2, abs=1e-12)
+    assert permutation_test([3.0, 5.0, 6.0], [1.0, 2.0, 4.0])["p"] == pytest.approx(0.2, abs=1e-12)
+    assert permutation_test([1.0, 5.0, 3.0], [4.0, 2.0, 6.0])["p"] == pytest.approx(0.7, abs=1e-12)
+
+
+def test_the_sentence_bootstrap_p_is_one_tail_and_its_interval_is_the_differences():
+    """One seed a side, a metric that is the mean of per-sentence values, 4,000 sentences: the bootstrap
+    difference is close to normal with the paired standard error s / sqrt(n). With the observed difference
+    1.96 standard errors, a two-sided test gives 0.05; sacreBLEU's rule (centred |d*| above |d|) gives
+    about one tail, 0.025; the percentile interval is d -+ 1.96 se, its lower end near 0."""
+    n = 4000
+    x = np.random.default_rng(1).standard_normal(n)
+    x = (x - x.mean()) / x.std()  # the per-sentence differences: mean 0, sd 1 (population)
+    se = 1 / n ** 0.5
+    d = x + 1.96 * se
+    system = np.stack([d + 5.0, np.ones(n)], axis=1)  # statistics (value, 1): the metric is their mean
+    baseline = np.stack([np.full(n, 5.0), np.ones(n)], axis=1)
+    result = seeds_and_sentences_test([system], [baseline], lambda s: s[0] / s[1], n_samples=20000, seed=2)
+    assert result["difference"] == pytest.approx(1.96 * se, abs=1e-12)
+    assert result["p"] == pytest.approx(0.025, abs=0.005)
+    low, high = result["interval"]
+    assert low == pytest.approx(0, abs=0.05 * se) and high == pytest.approx(2 * 1.96 * se, abs=0.05 * se)
+
+
+def test_holm_adjusts_the_kth_smallest_by_m_minus_k_plus_one_and_keeps_the_order():
+    from fairseq_rope_cli.seeds import holm
+
+    assert holm([0.01, 0.04, 0.03, None, 0.5]) == pytest.approx([0.04, 0.09, 0.09, None, 0.5], abs=1e-12)
+    assert holm([0.3, 0.6]) == [0.6, 0.6] and holm([None]) == [None] and holm([]) == []
+
+
+def test_every_system_after_the_first_carries_the_tests_over_seeds_and_the_first_none():
+    refs = ["Der Hund läuft .", "Die Katze liest ein Buch !", "42 rote Häuser ?"]
+    seeds = [["Der Hund läuft .", "Die Katze liest .", "42 Häuser ?"],
+             ["Ein Hund läuft .", "Die Katze liest ein Buch !", "rote Häuser"],
+             ["Der Hund .", "Katze Buch", "42 rote Häuser ?"]]
+    base = [["Hund", "Katze", "Haus"], ["Der Hund", "liest ein Buch", "Häuser ?"], ["läuft", "Die Katze", "42"]]
+    out = compare_seeds([("base", base), ("sys", seeds)], refs, {"chrf": CHRF()}, 200, 1)
+    each = [CHRF().corpus_score(h, [refs]).score for h in seeds]
+    each_base = [CHRF().corpus_score(h, [refs]).score for h in base]
+    from scipy import stats
+
+    assert out["sys"]["chrf_welch"]["p"] == pytest.approx(stats.ttest_ind(each, each_base, equal_var=False).pvalue,
+                                                          abs=1e-12)
+    assert out["sys"]["chrf_permutation"]["floor"] == pytest.approx(0.1, abs=1e-12)
+    low, high = out["sys"]["chrf_interval"]
+    assert low < out["sys"]["chrf"] - out["base"]["chrf"] < high
+    assert all(out["base"][f"chrf_{k}"] is None for k in ("p", "interval", "welch", "permutation"))
