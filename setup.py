@@ -18,6 +18,8 @@ setup(
         "fairseq-fixed==0.12.3.1",
         "torch>=2.6",
         "numpy",
+        # the two-sided tests over training seeds (Welch's t, the exact permutation test: fairseq_rope_cli/seeds.py)
+        "scipy>=1.11",
         "sacrebleu>=2.3,<3",
         "sacremoses>=0.1",
         "subword-nmt>=0.3.8",
@@ -52,14 +54,15 @@ setup(
         "ct2": ["ctranslate2>=4.8,<5"],
         # Word documents (.docx) for fairseq-rope-translate and POST /translate_file (fairseq_rope_text.files)
         "files": ["python-docx>=1.1"],
-        # fairseq-rope-corpus pages: HTML pages (lxml), Gale & Church's sentence alignment (galechurch)
-        "corpus": ["lxml>=4.9", "galechurch>=0.1"],
+        # fairseq-rope-corpus pages: HTML pages (lxml), Gale & Church's sentence alignment (galechurch);
+        # fairseq-rope-corpus lexical: the word aligner that scores every pair (eflomal)
+        "corpus": ["lxml>=4.9", "galechurch>=0.1", "eflomal>=2.0"],
         # fairseq-rope-serve: an ASGI app (Starlette; python-multipart for form bodies) on uvicorn; files too
         "serve": ["starlette>=0.37", "uvicorn>=0.29", "python-multipart>=0.0.9", "python-docx>=1.1"],
         "test": ["pytest>=7", "pytest-xdist>=3", "filelock>=3.12", "ctranslate2>=4.8,<5", "hypothesis>=6.100",
                  # the server's tests: its extra, a real client (deep-translator), a real browser (selenium)
                  "starlette>=0.37", "uvicorn>=0.29", "python-multipart>=0.0.9", "httpx>=0.27",
                  "deep-translator>=1.11", "selenium>=4.20", "python-docx>=1.1",
-                 "lxml>=4.9", "galechurch>=0.1"],
+                 "lxml>=4.9", "galechurch>=0.1", "eflomal>=2.0"],
     },
 )

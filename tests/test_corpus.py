@@ -351,3 +351,183 @@ def test_debian_corpus_builds_from_the_archive_and_skips_when_done(tmp_path):
     assert (raw / "debian-faq.copyright").is_file() and (raw / "debian-faq-de.copyright").is_file()
     again = subprocess.run(["bash", script], env=env, capture_output=True, text=True)
     assert again.returncode == 0 and "corpus already built" in again.stderr
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "corpus")
+
+
+def fixture_blocks(lang):
+    with open(os.path.join(FIXTURES, f"libreoffice_find_toolbar.{lang}.html"), "rb") as f:
+        return pp.page_blocks(f.read(), f"find_toolbar.{lang}.html")
+
+
+def test_a_libreoffice_help_pages_title_bar_index_debug_footer_and_icon_labels_are_not_sentences():
+    """The real page's furniture: "LibreOffice 7.4 Help" (title bar), the index, the debug footer's "This page is:"
+    and "Title is: Find Toolbar" (German: "Title is: Suchleiste", English kept), the icon tables' labels."""
+    for lang, furniture in (("en", ["LibreOffice 7.4 Help", "Title is", "This page is", "debug", "Index",
+                                    "Icon", "Find Previous"]),
+                            ("de", ["Hilfe für LibreOffice", "Title is", "This page is", "debug", "Index", "Symbol"])):
+        texts = [b.text for b in fixture_blocks(lang)]
+        assert len(texts) == 8, texts
+        assert not [t for t in texts if any(word in t for word in furniture)], texts
+
+
+def test_platform_alternatives_give_the_default_reading_and_a_module_only_block_is_left_out():
+    en, de = fixture_blocks("en"), fixture_blocks("de")
+    assert en[1].text == "Use the shortcut Ctrl + F to quickly open the Find toolbar."  # not "CommandCtrl + F"
+    assert de[1].text == "Verwenden Sie Strg+F zum schnellen Öffnen der Suchleiste."
+    # the Calc-only "Formatted Display" paragraph is not shown by default: in neither language
+    assert not [b for b in en if "formatted value" in b.text]
+    assert [b.path for b in en] == [b.path for b in de]  # still paired one by one
+
+
+def test_menu_items_ui_labels_and_keys_count_as_code():
+    """LibreOffice's menuitem and keycode, DocBook's guimenu/guilabel/keycap: a menu path is mostly code, and
+    the filter drops it as it drops a command."""
+    lo = page('<p class="paragraph">Choose <span class="menuitem">Format - Frame and Object - Properties - '
+              'Columns</span> tab.</p>')
+    docbook = page('<p>Select <span class="guimenu">Image</span> → <span class="guimenuitem">Canvas Size</span> '
+                   'and press <span class="keycap">Enter</span>.</p>')
+    (menu,), (gui,) = pp.page_blocks(lo.encode(), "lo.html"), pp.page_blocks(docbook.encode(), "gimp.html")
+    assert menu.code_share == pytest.approx(len("Format - Frame and Object - Properties - Columns") / len(menu.text))
+    assert gui.code_share == pytest.approx(len("ImageCanvas SizeEnter") / len(gui.text), abs=0.02)
+    assert pp.Filter(max_code_share=0.5).reason(menu.text, "Wählen Sie Format - Rahmen und Objekt.", menu.code_share) == "code"
+
+
+def test_the_similarity_join_finds_every_pair_a_brute_force_comparison_finds_at_every_threshold():
+    import itertools
+    import random
+
+    rng = random.Random(4)
+    words = [f"w{i}" for i in range(14)]
+    sets = [frozenset(rng.sample(words, rng.randint(1, 9))) for _ in range(250)] + [frozenset()]
+    queries = [frozenset(rng.sample(words, rng.randint(0, 9))) for _ in range(60)]
+    for threshold in (0.2, 0.34, 0.5, 0.6, 2 / 3, 0.75, 0.8, 1.0):
+        brute = sorted((i, j) for i, j in itertools.combinations(range(len(sets)), 2)
+                       if sets[i] and sets[j] and len(sets[i] & sets[j]) / len(sets[i] | sets[j]) >= threshold - 1e-12)
+        assert sorted((i, j) for i, j, _ in pp.similar_pairs(sets, threshold)) == brute, threshold
+        near = [max((len(q & s) / len(q | s) for s in sets if q and s and len(q & s) / len(q | s) >= threshold - 1e-12),
+                    default=0.0) for q in queries]
+        assert pp.nearest_similarity(queries, sets, threshold) == pytest.approx(near, abs=1e-12), threshold
+    assert pp.word_set("Choose Format - Cells, 2nd TAB!") == {"choose", "format", "cells", "nd", "tab"}
+    with pytest.raises(ValueError, match="threshold"):
+        list(pp.similar_pairs(sets, 0))
+
+
+TOOLS = ["Eraser", "Clone", "Smudge", "Pencil", "Airbrush", "Bucket"]
+WERKZEUG = ["Radierer", "Klonen", "Verschmieren", "Stift", "Sprühpistole", "Füllen"]
+OWN = [("Rubbing out pixels makes them transparent where an alpha channel exists.",
+        "Radierte Pixel werden durchsichtig, wo ein Alphakanal vorhanden ist."),
+       ("Copying from a source area needs a click while holding Ctrl first.",
+        "Zum Kopieren aus einem Quellbereich klickt man zuerst mit gedrückter Strg-Taste."),
+       ("Dragging smears colours along the stroke like wet paint.",
+        "Beim Ziehen werden Farben entlang des Strichs wie nasse Farbe verwischt."),
+       ("Hard edges without antialiasing suit pixel art best.",
+        "Harte Kanten ohne Kantenglättung eignen sich am besten für Pixelkunst."),
+       ("Spraying builds up colour gradually while the button stays pressed.",
+        "Beim Sprühen baut sich die Farbe allmählich auf, solange die Taste gedrückt bleibt."),
+       ("Filling replaces similar neighbouring colours with the foreground.",
+        "Beim Füllen werden ähnliche benachbarte Farben durch die Vordergrundfarbe ersetzt.")]
+
+
+def write_help_and_manual(root):
+    """The manual's pages (kind prose) and six help pages (kind help) that each say one template sentence with
+    their tool's name ("Eraser tool icon in the Toolbox", GIMP's help) beside sentences of their own."""
+    sources = write_pages(root)
+    for k, (tool, werkzeug, (own, eigen)) in enumerate(zip(TOOLS, WERKZEUG, OWN)):
+        en = f"<p>{tool} tool icon in the Toolbox window.</p><p>{own}</p>"
+        de = f"<p>Symbol für das Werkzeug {werkzeug} im Werkzeugfenster.</p><p>{eigen}</p>"
+        for lang, body in (("en", en), ("de", de)):
+            path = root / f"help-{lang}" / lang / f"tool{k}.html"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(page(body), encoding="utf-8")
+    manual = sources.read_text(encoding="utf-8").splitlines()[1]
+    sources.write_text(f"{manual}\tprose\nhelp\thelp-en/en/(.*)\\.html\thelp-de/de/\\1.html\thelp\n", encoding="utf-8")
+    return sources
+
+
+def similar(a, b, threshold=0.5):
+    wa, wb = (set(re.findall(r"[^\W\d_]+", x.lower())) for x in (a, b))
+    return bool(wa and wb) and len(wa & wb) / len(wa | wb) >= threshold
+
+
+@pytest.mark.parametrize("max_cluster", [10, 3])
+def test_no_training_or_valid_sentence_is_a_template_variant_of_a_test_sentence_and_each_kind_has_its_test_set(
+        tmp_path, max_cluster):
+    """Held out by similarity: whatever pages a seed holds out, no training or valid pair's English or German is
+    within word-set Jaccard 0.5 of a test pair's (checked here by brute force on the files written), nor a
+    training pair of a valid one. The six tool pages' template sentences are one cluster: with --max-cluster 10
+    it may be held out (its variants elsewhere leave training), with 3 it stays in training (and in no held-out
+    set). test_prose holds the manual's pages, test_help the help pages; test.* is the two one after the other."""
+    sources = write_help_and_manual(tmp_path / "pages")
+    held_templates = 0
+    for seed in range(1, 9):
+        out = tmp_path / f"seed{seed}"
+        run_tool("fairseq-rope-corpus", "pages", "--sources", sources, "--root", tmp_path / "pages", "--out", out,
+                 "--test-pairs", 3, "--valid-pairs", 3, "--seed", seed, "--max-cluster", max_cluster)
+        splits = {s: read_split(out, s) for s in ("test_prose", "test_help", "test", "valid", "train")}
+        assert splits["test"] == splits["test_prose"] + splits["test_help"]
+        assert {d.split("/")[0] for _, _, d in splits["test_prose"]} == {"manual"}
+        assert {d.split("/")[0] for _, _, d in splits["test_help"]} == {"help"}
+        test = [x for en, de, _ in splits["test"] for x in (en, de)]
+        valid = [x for en, de, _ in splits["valid"] for x in (en, de)]
+        for split, against in (("valid", test), ("train", test + valid)):
+            for en, de, _ in splits[split]:
+                assert not [x for x in against if similar(en, x) or similar(de, x)], (seed, split, en)
+        templates = [en for en, _, _ in splits["test"] + splits["valid"] if "tool icon" in en]
+        held_templates += len(templates)
+        if max_cluster == 3:
+            assert not templates and len([en for en, _, _ in splits["train"] if "tool icon" in en]) == len(TOOLS)
+        report = json.loads((out / "report.json").read_text())
+        assert report["test_lines"] == {"test_prose": 0, "test_help": len(splits["test_prose"])}
+        assert all(v[">=0.5"] == 0 for split in report["near_copies"]["held_out_to_training"].values()
+                   for v in split.values())
+    if max_cluster == 10:
+        assert held_templates, "no seed held out a tool page: the template's variants were never tested"
+
+
+def test_the_overlap_report_measures_what_a_brute_force_count_on_the_files_gives(tmp_path):
+    """fairseq-rope-corpus overlap RAW_DIR: for each test set (and valid), the share of sentences whose nearest
+    training sentence is at least 0.5 / 0.6 / 0.7 / 0.8 similar, per source, on a corpus written by hand."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    train = ["Eraser tool icon in the Toolbox", "Choose Format - Frame and Object - Properties - Hyperlink tab.",
+             "The installer asks for your language first."]
+    test = [("Clone tool icon in the Toolbox", "help/clone"),  # 5/7 = 0.71
+            ("Choose Format - Frame and Object - Properties - Columns tab.", "help/columns"),  # 7/9 = 0.78
+            ("Partitioning is the next step of the installation.", "manual/partitioning")]  # 0.0
+    for name, lines in (("train.en", train), ("test.en", [t for t, _ in test]), ("test.docids", [d for _, d in test])):
+        (raw / name).write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    result = run_tool("fairseq-rope-corpus", "overlap", raw)
+    report = json.loads(result.stdout)["test"]
+    assert report["help"] == {"sentences": 2, ">=0.5": 1.0, ">=0.6": 1.0, ">=0.7": 1.0, ">=0.8": 0.0}
+    assert report["manual"] == {"sentences": 1, ">=0.5": 0.0, ">=0.6": 0.0, ">=0.7": 0.0, ">=0.8": 0.0}
+    assert report["all"][">=0.7"] == pytest.approx(2 / 3, abs=1e-4)
+
+
+def test_the_lexical_check_flags_swapped_pairs_and_passes_translations(tmp_path):
+    """fairseq-rope-corpus lexical on 3,000 pairs of the bundled sample (a template grammar's En-De translations)
+    in which three test pairs have their German swapped with another's: eflomal, trained on the corpus itself,
+    gives those three the scores of mismatched pairs (flagged), and flags few of the true translations. Lengths
+    play no part: the swapped Germans are sentences of the same corpus."""
+    sample = os.path.join(RECIPE, "sample")
+    read = lambda name: open(os.path.join(sample, name), encoding="utf-8").read().splitlines()
+    en, de = read("train.en")[:3000], read("train.de")[:3000]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    test_en, test_de = en[:200], list(de[:200])
+    swapped = [(10, 150), (42, 77), (120, 5)]
+    for a, b in swapped:
+        test_de[a] = de[b]
+    for name, lines in (("train.en", en[200:]), ("train.de", de[200:]), ("test_prose.en", test_en),
+                        ("test_prose.de", test_de), ("test_prose.docids", ["sample/test"] * 200)):
+        (raw / name).write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    run_tool("fairseq-rope-corpus", "lexical", raw, "--controls", 500, "--sample", 2)
+    scores = [line.split("\t") for line in (raw / "lexical_scores.tsv").read_text().splitlines()[1:]]
+    test = {int(line): flag for split, line, _, flag in scores if split == "test_prose"}
+    assert len(test) == 200 and all(test[a + 1] == "yes" for a, _ in swapped)
+    report = json.loads((raw / "lexical.json").read_text())
+    assert report["flagged"]["train"]["all"]["flagged"] < 0.05
+    assert report["flagged"]["test_prose"]["sample"]["pairs"] == 200
+    sample_rows = (raw / "lexical_sample.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    assert sorted(row.split("\t")[4] for row in sample_rows) == ["no"] * 2 + ["yes"] * 2

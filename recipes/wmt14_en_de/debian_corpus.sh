@@ -3,7 +3,9 @@
 # page by page, fetched as .deb packages (pinned by version and sha256 in debian_packages.tsv), unpacked,
 # and their pages paired paragraph by paragraph, then sentence by sentence (fairseq-rope-corpus pages).
 # Writes $RAW_OUT/{train,valid,test}.{en,de} (+ .docids, report.json, alignment_sample.tsv): prepare.sh's
-# RAW_DIR. Whole pages are held out for valid and test.
+# RAW_DIR; test is the two test sets one after the other, test_prose.* (the manuals' running text) and
+# test_help.* (GIMP's and LibreOffice's interface help), each also on its own. Whole pages are held out,
+# and no training or valid sentence is a near copy (word-set Jaccard >= SIMILARITY) of a held-out one.
 # Knobs (environment):
 #   WORK_DIR        default: <repo>/work/debian
 #   DEB_DIR         the fetched packages (default: $WORK_DIR/debs)
@@ -14,7 +16,10 @@
 #   MIRROR          where a package is fetched when apt-get cannot: its pool path under this URL
 #                   (default https://deb.debian.org/debian; once a version leaves it, a snapshot, e.g.
 #                   https://snapshot.debian.org/archive/debian/20250101T000000Z)
-#   TEST_PAIRS, VALID_PAIRS  1500, 1000: held-out pairs, whole pages
+#   TEST_PAIRS      1200: pairs of each test set (prose, help), whole pages
+#   VALID_PAIRS     1000: valid pairs, whole pages of every source
+#   SIMILARITY      0.5: near copies, word-set Jaccard at or above which two sentences are one template
+#   MAX_CLUSTER     10: a template of more pairs than this, spread over pages, stays in training
 #   CORPUS_SEED     1: the order in which pages are held out
 # Each package is verified against its sha256 before it is unpacked; finished steps are skipped.
 set -euo pipefail
@@ -27,19 +32,23 @@ RAW_OUT=${RAW_OUT:-$WORK_DIR/raw}
 PACKAGES=${PACKAGES:-$RECIPE_DIR/debian_packages.tsv}
 SOURCES=${SOURCES:-$RECIPE_DIR/debian_pages.tsv}
 MIRROR=${MIRROR:-https://deb.debian.org/debian}
-TEST_PAIRS=${TEST_PAIRS:-1500}
+TEST_PAIRS=${TEST_PAIRS:-1200}
 VALID_PAIRS=${VALID_PAIRS:-1000}
+SIMILARITY=${SIMILARITY:-0.5}
+MAX_CLUSTER=${MAX_CLUSTER:-10}
 CORPUS_SEED=${CORPUS_SEED:-1}
 need_int TEST_PAIRS "$TEST_PAIRS" 1
 need_int VALID_PAIRS "$VALID_PAIRS" 1
 need_int CORPUS_SEED "$CORPUS_SEED"
+need_int MAX_CLUSTER "$MAX_CLUSTER" 1
+need_num SIMILARITY "$SIMILARITY"
 need_file "$PACKAGES" "PACKAGES (package list)"
 need_file "$SOURCES" "SOURCES (pages of each source)"
 need_cmd fairseq-rope-corpus "$ROPE_HINT"
 need_cmd sha256sum
 
 settings="PACKAGES=$(sha256sum < "$PACKAGES" | cut -c1-16) SOURCES=$(sha256sum < "$SOURCES" | cut -c1-16) \
-TEST_PAIRS=$TEST_PAIRS VALID_PAIRS=$VALID_PAIRS CORPUS_SEED=$CORPUS_SEED"
+TEST_PAIRS=$TEST_PAIRS VALID_PAIRS=$VALID_PAIRS CORPUS_SEED=$CORPUS_SEED SIMILARITY=$SIMILARITY MAX_CLUSTER=$MAX_CLUSTER"
 if done_ok "$RAW_OUT" "$settings"; then
   log "corpus already built in $RAW_OUT (remove $RAW_OUT/.done to rebuild)"
   exit 0
@@ -80,7 +89,8 @@ done < "$PACKAGES"
 log "pairing the pages of $SOURCES into $RAW_OUT"
 rm -rf "$RAW_OUT.tmp"
 fairseq-rope-corpus pages --sources "$SOURCES" --root "$EXTRACT_DIR" --out "$RAW_OUT.tmp" \
-  --test-pairs "$TEST_PAIRS" --valid-pairs "$VALID_PAIRS" --seed "$CORPUS_SEED" >/dev/null
+  --test-pairs "$TEST_PAIRS" --valid-pairs "$VALID_PAIRS" --seed "$CORPUS_SEED" \
+  --similarity "$SIMILARITY" --max-cluster "$MAX_CLUSTER" >/dev/null
 for dir in "$EXTRACT_DIR"/*/; do  # each package's copyright file beside the corpus
   package=$(basename "$dir")
   for f in "$dir"usr/share/doc/"$package"/copyright; do [ -f "$f" ] && cp "$f" "$RAW_OUT.tmp/$package.copyright"; done
