@@ -4,10 +4,10 @@
     fairseq-rope-corpus pages --sources SOURCES.tsv --root DIR --out RAW_DIR [--src en --tgt de]
                               [--test-pairs 1200] [--valid-pairs 1000] [--seed 1] [--similarity 0.5]
                               [--max-cluster 10] [--min-words 3] [--max-ratio 2.0] [--max-code-share 0.5]
-                              [--sample 30]
+                              [--drop-pairs FLAGGED.tsv] [--sample 30]
     fairseq-rope-corpus overlap RAW_DIR [--src en]
     fairseq-rope-corpus lexical RAW_DIR [--src en --tgt de] [--controls 2000] [--control-quantile 0.1]
-                                [--sample 100] [--seed 1]
+                                [--sample 100] [--seed 1] [--drop-flagged] [--write-flagged FLAGGED.tsv]
 
 extract unpacks a Debian package's files and folders (its data.tar.*; the package's ar archive read here,
 so that neither dpkg nor binutils is needed) into DIR; links are not unpacked.
@@ -49,7 +49,12 @@ likelier translation), beside --controls pairs that are surely not translations 
 the German of another pair, drawn with --seed). A pair is flagged where it scores like the controls: at or
 above their --control-quantile quantile. Writes RAW_DIR/lexical.json (the threshold, the share flagged by
 split and source), lexical_scores.tsv (every pair's score and verdict) and lexical_sample.tsv (--sample
-flagged and --sample unflagged pairs of any split, in a drawn order, to read).
+flagged and --sample unflagged pairs of any split, in a drawn order, to read). --drop-flagged then writes
+the corpus again without the flagged pairs (every split, test.* as its test sets one after the other; the
+count in report.json's "dropped" as "lexical"; lexical_scores.tsv keeps the lines as they were scored).
+--write-flagged writes the flagged pairs as a list for pages --drop-pairs (a pair's key, pair_key: the first
+16 hex digits of the sha256 of SOURCE<TAB>TARGET, and its page): eflomal draws its samplers' seeds from
+/dev/urandom, so two runs flag slightly different pairs, and a corpus that drops a pinned list repeats.
 
 overlap measures that on any RAW_DIR (train.SRC and, for test, test_*, valid, their SRC and .docids),
 printed as JSON: {set: {source: {"sentences", ">=0.5", ...}, "all": ...}}.
@@ -165,6 +170,24 @@ def pages_of(root: str, sources):
                                    f"(is its package extracted there?)")
         found.extend(paired)
     return found
+
+
+def pair_key(source: str, target: str) -> str:
+    return hashlib.sha256(f"{source}\t{target}".encode("utf-8")).hexdigest()[:16]
+
+
+def read_pair_keys(path: str) -> set:
+    """The keys of a --drop-pairs list (KEY<TAB>PAGE lines; # comments)."""
+    keys = set()
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            key = line.split("\t")[0].strip()
+            if not re.fullmatch(r"[0-9a-f]{16}", key):
+                raise InputError(PROG, f"{path}, line {number}: expected a pair key (16 hex digits) first, got {key!r}")
+            keys.add(key)
+    return keys
 
 
 def order_key(seed: int, page: str) -> str:
@@ -313,6 +336,11 @@ def lexical(args):
     if "train" not in names:
         raise InputError(PROG, f"{args.raw_dir}: no train.{args.src} (expected a corpus directory)")
     tests = sorted(name for name in names if name.startswith("test_")) or sorted(names & {"test"})
+    report_path = os.path.join(args.raw_dir, "report.json")
+    if os.path.isfile(report_path):  # the test sets in the order test.* has them
+        with open(report_path, encoding="utf-8") as f:
+            starts = json.load(f).get("test_lines", {})
+        tests.sort(key=lambda split: (starts.get(split, float("inf")), split))
     splits = ["train"] + sorted(names & {"valid"}) + tests  # test.* is the test_* sets together: scored once
     rows = []  # (split, line, page, source, target)
     for split in splits:
@@ -358,7 +386,52 @@ def lexical(args):
         f.write("split\tline\tscore\tflagged\n")
         for (split, line, *_), score, flag in zip(rows, pair_scores, flagged):
             f.write(f"{split}\t{line}\t{score:.4f}\t{'yes' if flag else 'no'}\n")
+    if args.write_flagged:
+        with atomic_output(args.write_flagged) as f:
+            f.write(f"# pairs flagged by fairseq-rope-corpus lexical (eflomal; threshold {threshold:.4f}, the "
+                    f"{args.control_quantile} quantile of {len(controls)} mismatched controls): KEY<TAB>PAGE\n")
+            for key, page in sorted({(pair_key(r[3], r[4]), r[2]) for r, flag in zip(rows, flagged) if flag}):
+                f.write(f"{key}\t{page}\n")
+    if args.drop_flagged:
+        drop_flagged(args, splits, rows, flagged)
     return report
+
+
+def drop_flagged(args, splits, rows, flagged):
+    """The corpus in RAW_DIR written again without the flagged pairs (see the module's docstring)."""
+    kept: Dict[str, List[tuple]] = {split: [] for split in splits}
+    for row, flag in zip(rows, flagged):
+        if not flag:
+            kept[row[0]].append(row)
+    written = dict(kept)
+    tests = [split for split in splits if split.startswith("test_")]
+    if tests:
+        written["test"] = [row for split in tests for row in kept[split]]
+    has_docids = {split: os.path.isfile(os.path.join(args.raw_dir, f"{split}.docids")) for split in splits}
+    has_docids["test"] = all(has_docids[split] for split in tests)
+    for split, split_rows in written.items():
+        for suffix, column in ((args.src, 3), (args.tgt, 4)) + ((("docids", 2),) if has_docids[split] else ()):
+            write_lines(os.path.join(args.raw_dir, f"{split}.{suffix}"), [row[column] for row in split_rows])
+    report_path = os.path.join(args.raw_dir, "report.json")
+    if os.path.isfile(report_path):
+        with open(report_path, encoding="utf-8") as f:
+            report = json.load(f)
+        report["dropped"]["lexical"] = sum(flagged)
+        report["pairs"] = {split: len(kept[split]) for split in splits}
+        if tests:
+            report["test_lines"] = dict(zip(tests, itertools.accumulate((len(kept[s]) for s in tests), initial=0)))
+        for stats in report["sources"].values():
+            for split in splits:
+                stats[split] = 0
+        for split, split_rows in kept.items():
+            for row in split_rows:
+                if row[2].split("/")[0] in report["sources"]:
+                    report["sources"][row[2].split("/")[0]][split] += 1
+        report["pages"] = {split: len({row[2] for row in kept[split]}) for split in splits}
+        for stats in report["sources"].values():
+            stats["kept"] = sum(stats[split] for split in splits)
+        write_json(report_path, report)
+    log(f"dropped the {sum(flagged)} flagged pairs: " + ", ".join(f"{s} {len(kept[s])} pairs" for s in splits))
 
 
 def build(args):
@@ -366,6 +439,7 @@ def build(args):
 
     pages = pages_of(args.root, read_sources(args.sources))
     flt = pp.Filter(args.min_words, args.max_ratio, args.max_code_share)
+    listed = read_pair_keys(args.drop_pairs) if args.drop_pairs else set()
     kept: Dict[str, List[Row]] = {}
     source_of: Dict[str, str] = {}
     kind_of: Dict[str, object] = {}
@@ -388,7 +462,7 @@ def build(args):
             agrees = bead in other
             made += 1
             agreeing += agrees
-            why = flt.reason(src, tgt, code)
+            why = flt.reason(src, tgt, code) or ("listed" if listed and pair_key(src, tgt) in listed else None)
             if why:
                 dropped[why] = dropped.get(why, 0) + 1
                 continue
@@ -487,7 +561,8 @@ def build(args):
             "disagreeing_kept_pairs": disagreements,
         },
         "settings": {k: getattr(args, k) for k in ("src", "tgt", "test_pairs", "valid_pairs", "seed", "min_words",
-                                                   "max_ratio", "max_code_share", "similarity", "max_cluster")},
+                                                   "max_ratio", "max_code_share", "similarity", "max_cluster",
+                                                   "drop_pairs")},
     }
     os.makedirs(args.out, exist_ok=True)
     written = dict(out, test=test_all) if test_splits != ["test"] else out
@@ -523,6 +598,8 @@ def main(argv=None):
                    help="a pair scoring at or above this quantile of the controls' scores is flagged")
     p.add_argument("--sample", type=int, default=100, help="flagged and unflagged pairs to read")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--drop-flagged", action="store_true", help="write the corpus again without the flagged pairs")
+    p.add_argument("--write-flagged", metavar="FLAGGED.tsv", help="the flagged pairs' keys, for pages --drop-pairs")
     p = sub.add_parser("pages", help="the parallel corpus from English pages and their German translations")
     p.add_argument("--sources", required=True, metavar="SOURCES.tsv")
     p.add_argument("--root", required=True, metavar="DIR", help="where the packages are extracted")
@@ -540,6 +617,8 @@ def main(argv=None):
     p.add_argument("--max-cluster", type=int, default=10,
                    help="a cluster of near copies spread over pages may be held out when it has at most this many "
                         "pairs (its copies elsewhere are dropped); a larger one stays in training")
+    p.add_argument("--drop-pairs", metavar="FLAGGED.tsv",
+                   help="pairs to leave out (counted as 'listed'): a list lexical --write-flagged wrote")
     p.add_argument("--sample", type=int, default=30, help="test pairs written to alignment_sample.tsv")
     args = ap.parse_args(argv)
 
@@ -576,6 +655,8 @@ def main(argv=None):
         raise InputError(PROG, f"--max-code-share must be between 0 and 1, got {args.max_code_share}")
     if not os.path.isfile(args.sources):
         raise InputError(PROG, f"--sources not found: {args.sources}")
+    if args.drop_pairs and not os.path.isfile(args.drop_pairs):
+        raise InputError(PROG, f"--drop-pairs not found: {args.drop_pairs}")
     if not os.path.isdir(args.root):
         raise InputError(PROG, f"--root is not a directory: {args.root}")
     report = build(args)

@@ -492,17 +492,19 @@ def test_the_overlap_report_measures_what_a_brute_force_count_on_the_files_gives
     raw = tmp_path / "raw"
     raw.mkdir()
     train = ["Eraser tool icon in the Toolbox", "Choose Format - Frame and Object - Properties - Hyperlink tab.",
-             "The installer asks for your language first."]
+             "The installer asks for your language first.", "Open the file"]
     test = [("Clone tool icon in the Toolbox", "help/clone"),  # 5/7 = 0.71
             ("Choose Format - Frame and Object - Properties - Columns tab.", "help/columns"),  # 7/9 = 0.78
-            ("Partitioning is the next step of the installation.", "manual/partitioning")]  # 0.0
+            ("Partitioning is the next step of the installation.", "manual/partitioning"),  # 0.0
+            ("Open the folder", "help/folder")]  # {open, the, folder} against {open, the, file}: 2/4 = 0.5 exactly
     for name, lines in (("train.en", train), ("test.en", [t for t, _ in test]), ("test.docids", [d for _, d in test])):
         (raw / name).write_text("".join(x + "\n" for x in lines), encoding="utf-8")
     result = run_tool("fairseq-rope-corpus", "overlap", raw)
     report = json.loads(result.stdout)["test"]
-    assert report["help"] == {"sentences": 2, ">=0.5": 1.0, ">=0.6": 1.0, ">=0.7": 1.0, ">=0.8": 0.0}
+    assert report["help"] == {"sentences": 3, ">=0.5": 1.0, ">=0.6": round(2 / 3, 4), ">=0.7": round(2 / 3, 4),
+                              ">=0.8": 0.0}
     assert report["manual"] == {"sentences": 1, ">=0.5": 0.0, ">=0.6": 0.0, ">=0.7": 0.0, ">=0.8": 0.0}
-    assert report["all"][">=0.7"] == pytest.approx(2 / 3, abs=1e-4)
+    assert report["all"][">=0.7"] == 0.5 and report["all"][">=0.5"] == 0.75
 
 
 def test_the_lexical_check_flags_swapped_pairs_and_passes_translations(tmp_path):
@@ -531,3 +533,80 @@ def test_the_lexical_check_flags_swapped_pairs_and_passes_translations(tmp_path)
     assert report["flagged"]["test_prose"]["sample"]["pairs"] == 200
     sample_rows = (raw / "lexical_sample.tsv").read_text(encoding="utf-8").splitlines()[1:]
     assert sorted(row.split("\t")[4] for row in sample_rows) == ["no"] * 2 + ["yes"] * 2
+
+
+def test_dropping_the_flagged_pairs_rewrites_every_split_and_the_joined_test_set(tmp_path):
+    """fairseq-rope-corpus lexical --drop-flagged: the flagged pairs (the swapped ones among them) leave
+    test_prose, test_help and train, whose lines stay parallel with their docids; test.* is test_prose then
+    test_help again; report.json counts them ("lexical") and says where each test set starts."""
+    sample = os.path.join(RECIPE, "sample")
+    read = lambda name: open(os.path.join(sample, name), encoding="utf-8").read().splitlines()
+    en, de = read("train.en")[:2400], read("train.de")[:2400]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    sets = {"test_prose": (0, 100), "test_help": (100, 200), "train": (200, 2400)}
+    swapped = {10: 150, 120: 5, 500: 900}  # a prose, a help and a training pair get another pair's German
+    de_swapped = list(de)
+    for a, b in swapped.items():
+        de_swapped[a] = de[b]
+    for split, (lo, hi) in sets.items():
+        for name, lines in ((f"{split}.en", en[lo:hi]), (f"{split}.de", de_swapped[lo:hi]),
+                            (f"{split}.docids", [f"{split.split('_')[-1]}/page{k // 10}" for k in range(lo, hi)])):
+            (raw / name).write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    (raw / "report.json").write_text(json.dumps({"dropped": {}, "pairs": {}, "test_lines": {"test_prose": 0, "test_help": 100}, "sources": {
+        "prose": {"test_prose": 100}, "help": {"test_help": 100}, "train": {"train": 2200}}}))
+    run_tool("fairseq-rope-corpus", "lexical", raw, "--controls", 500, "--sample", 1, "--drop-flagged")
+    scores = [line.split("\t") for line in (raw / "lexical_scores.tsv").read_text().splitlines()[1:]]
+    flagged = {(split, int(line)) for split, line, _, flag in scores if flag == "yes"}
+    assert {("test_prose", 11), ("test_help", 21), ("train", 301)} <= flagged
+    report = json.loads((raw / "report.json").read_text())
+    assert report["dropped"]["lexical"] == len(flagged)
+    for split, (lo, hi) in sets.items():
+        rows = read_split(raw, split)
+        expected = [(en[k], de_swapped[k]) for k in range(lo, hi) if (split, k - lo + 1) not in flagged]
+        assert [(e, d) for e, d, _ in rows] == expected
+        assert report["pairs"][split] == len(expected)
+    assert read_split(raw, "test") == read_split(raw, "test_prose") + read_split(raw, "test_help")
+    assert report["test_lines"] == {"test_help": report["pairs"]["test_prose"], "test_prose": 0}
+    assert report["sources"]["help"]["test_help"] == report["pairs"]["test_help"]
+
+
+def test_a_list_of_flagged_pairs_leaves_those_pairs_out_of_the_pages_corpus(tmp_path):
+    """lexical --write-flagged writes each flagged pair's key and page; pages --drop-pairs leaves exactly the
+    listed pairs out (counted as "listed"), so that a corpus repeats although eflomal's draws do not."""
+    from fairseq_rope_cli.corpus import pair_key
+
+    sources = write_pages(tmp_path / "pages")
+    full = tmp_path / "full"
+    run_tool("fairseq-rope-corpus", "pages", "--sources", sources, "--root", tmp_path / "pages", "--out", full,
+             "--test-pairs", 3, "--valid-pairs", 3)
+    pairs = [(en, de) for s in ("test", "valid", "train") for en, de, _ in read_split(full, s)]
+    listed = pairs[::3]
+    flagged = tmp_path / "flagged.tsv"
+    flagged.write_text("# every third pair\n" + "".join(f"{pair_key(en, de)}\tmanual/x\n" for en, de in listed))
+    out = tmp_path / "out"
+    run_tool("fairseq-rope-corpus", "pages", "--sources", sources, "--root", tmp_path / "pages", "--out", out,
+             "--test-pairs", 3, "--valid-pairs", 3, "--drop-pairs", flagged)
+    left = {(en, de) for s in ("test", "valid", "train") for en, de, _ in read_split(out, s)}
+    assert left and left.isdisjoint(listed) and left <= {x for _, _, given, _ in PAGES.values() for x in given} | MAY
+    assert json.loads((out / "report.json").read_text())["dropped"]["listed"] == len(listed)
+    flagged.write_text("not-a-key\tmanual/x\n")
+    bad = run_tool("fairseq-rope-corpus", "pages", "--sources", sources, "--root", tmp_path / "pages", "--out", out,
+                   "--drop-pairs", flagged, check=False)
+    assert bad.returncode and "flagged.tsv, line 1: expected a pair key (16 hex digits)" in bad.stderr
+
+    # the list lexical writes: the key and the page of every pair it flagged
+    sample = os.path.join(RECIPE, "sample")
+    read = lambda name: open(os.path.join(sample, name), encoding="utf-8").read().splitlines()
+    en, de = read("train.en")[:1500], read("train.de")[:1500]
+    de[7] = de[700]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for name, lines in (("train.en", en), ("train.de", de), ("train.docids", [f"s/p{k}" for k in range(1500)])):
+        (raw / name).write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    run_tool("fairseq-rope-corpus", "lexical", raw, "--controls", 300, "--write-flagged", tmp_path / "written.tsv")
+    scores = [line.split("\t") for line in (raw / "lexical_scores.tsv").read_text().splitlines()[1:]]
+    expected = {f"{pair_key(en[int(line) - 1], de[int(line) - 1])}\ts/p{int(line) - 1}"
+                for _, line, _, flag in scores if flag == "yes"}
+    written = (tmp_path / "written.tsv").read_text().splitlines()
+    assert written[0].startswith("# ") and set(written[1:]) == expected and f"{pair_key(en[7], de[7])}\ts/p7" in expected

@@ -20,6 +20,11 @@
 #   VALID_PAIRS     1000: valid pairs, whole pages of every source
 #   SIMILARITY      0.5: near copies, word-set Jaccard at or above which two sentences are one template
 #   MAX_CLUSTER     10: a template of more pairs than this, spread over pages, stays in training
+#   DROP_PAIRS      the pairs left out as not translations of each other (default: debian_flagged_pairs.tsv
+#                   next to this script, the pairs the word aligner flagged when it was pinned; none: keep all)
+#   LEXICAL         0: 1 scores every pair with a word aligner trained on the corpus (eflomal; a few minutes),
+#                   report in $RAW_OUT/lexical.json; with DROP_PAIRS=none its flagged pairs are also dropped
+#   LEXICAL_QUANTILE  0.1: a pair at or above this quantile of the mismatched controls' scores is flagged
 #   CORPUS_SEED     1: the order in which pages are held out
 # Each package is verified against its sha256 before it is unpacked; finished steps are skipped.
 set -euo pipefail
@@ -36,19 +41,26 @@ TEST_PAIRS=${TEST_PAIRS:-1200}
 VALID_PAIRS=${VALID_PAIRS:-1000}
 SIMILARITY=${SIMILARITY:-0.5}
 MAX_CLUSTER=${MAX_CLUSTER:-10}
+DROP_PAIRS=${DROP_PAIRS:-$RECIPE_DIR/debian_flagged_pairs.tsv}
+LEXICAL=${LEXICAL:-0}
+LEXICAL_QUANTILE=${LEXICAL_QUANTILE:-0.1}
 CORPUS_SEED=${CORPUS_SEED:-1}
 need_int TEST_PAIRS "$TEST_PAIRS" 1
 need_int VALID_PAIRS "$VALID_PAIRS" 1
 need_int CORPUS_SEED "$CORPUS_SEED"
 need_int MAX_CLUSTER "$MAX_CLUSTER" 1
 need_num SIMILARITY "$SIMILARITY"
+one_of LEXICAL "$LEXICAL" 0 1
+need_num LEXICAL_QUANTILE "$LEXICAL_QUANTILE"
 need_file "$PACKAGES" "PACKAGES (package list)"
 need_file "$SOURCES" "SOURCES (pages of each source)"
+[ "$DROP_PAIRS" = none ] || need_file "$DROP_PAIRS" "DROP_PAIRS (pairs to leave out; none: keep all)"
 need_cmd fairseq-rope-corpus "$ROPE_HINT"
 need_cmd sha256sum
 
 settings="PACKAGES=$(sha256sum < "$PACKAGES" | cut -c1-16) SOURCES=$(sha256sum < "$SOURCES" | cut -c1-16) \
-TEST_PAIRS=$TEST_PAIRS VALID_PAIRS=$VALID_PAIRS CORPUS_SEED=$CORPUS_SEED SIMILARITY=$SIMILARITY MAX_CLUSTER=$MAX_CLUSTER"
+TEST_PAIRS=$TEST_PAIRS VALID_PAIRS=$VALID_PAIRS CORPUS_SEED=$CORPUS_SEED SIMILARITY=$SIMILARITY MAX_CLUSTER=$MAX_CLUSTER LEXICAL=$LEXICAL LEXICAL_QUANTILE=$LEXICAL_QUANTILE \
+DROP_PAIRS=$([ "$DROP_PAIRS" = none ] && echo none || sha256sum < "$DROP_PAIRS" | cut -c1-16)"
 if done_ok "$RAW_OUT" "$settings"; then
   log "corpus already built in $RAW_OUT (remove $RAW_OUT/.done to rebuild)"
   exit 0
@@ -87,10 +99,17 @@ while IFS=$'\t' read -r package version sum pool || [ -n "$package" ]; do  # (a 
 done < "$PACKAGES"
 
 log "pairing the pages of $SOURCES into $RAW_OUT"
+drop_args=(); [ "$DROP_PAIRS" = none ] || drop_args=(--drop-pairs "$DROP_PAIRS")
 rm -rf "$RAW_OUT.tmp"
 fairseq-rope-corpus pages --sources "$SOURCES" --root "$EXTRACT_DIR" --out "$RAW_OUT.tmp" \
   --test-pairs "$TEST_PAIRS" --valid-pairs "$VALID_PAIRS" --seed "$CORPUS_SEED" \
-  --similarity "$SIMILARITY" --max-cluster "$MAX_CLUSTER" >/dev/null
+  --similarity "$SIMILARITY" --max-cluster "$MAX_CLUSTER" "${drop_args[@]}" >/dev/null
+if [ "$LEXICAL" = 1 ]; then
+  lexical_args=(); [ "$DROP_PAIRS" = none ] && lexical_args=(--drop-flagged)
+  log "scoring every pair with a word aligner (eflomal; a few minutes)$([ "$DROP_PAIRS" = none ] && echo ', dropping those that score like mismatched pairs')"
+  fairseq-rope-corpus lexical "$RAW_OUT.tmp" --control-quantile "$LEXICAL_QUANTILE" --seed "$CORPUS_SEED" \
+    --write-flagged "$RAW_OUT.tmp/flagged_pairs.tsv" "${lexical_args[@]}"
+fi
 for dir in "$EXTRACT_DIR"/*/; do  # each package's copyright file beside the corpus
   package=$(basename "$dir")
   for f in "$dir"usr/share/doc/"$package"/copyright; do [ -f "$f" ] && cp "$f" "$RAW_OUT.tmp/$package.copyright"; done
