@@ -351,6 +351,9 @@ def lexical(args):
             raise InputError(PROG, f"{args.raw_dir}/{split}: {len(src)} {args.src}, {len(tgt)} {args.tgt} and "
                                    f"{len(docids)} docids lines")
         rows += [(split, k + 1, page, s, t) for k, (s, t, page) in enumerate(zip(src, tgt, docids))]
+    if len(rows) < 2:
+        raise InputError(PROG, f"{args.raw_dir}: {len(rows)} pair(s); the controls pair one pair's English with "
+                               f"another's German, so at least two are needed")
     rng = random.Random(args.seed)
     controls = []
     for _ in range(args.controls):
@@ -359,8 +362,6 @@ def lexical(args):
     log(f"eflomal: scoring {len(rows)} pairs and {len(controls)} mismatched controls")
     scores = lexical_scores([r[3] for r in rows] + [c[0] for c in controls], [r[4] for r in rows] + [c[1] for c in controls])
     pair_scores, control_scores = scores[:len(rows)], sorted(scores[len(rows):])
-    if not control_scores:
-        raise InputError(PROG, "--controls must be >= 1: the threshold is a quantile of the controls' scores")
     threshold = control_scores[min(len(control_scores) - 1, int(args.control_quantile * len(control_scores)))]
     flagged = [score >= threshold for score in pair_scores]
     by: Dict[str, Dict[str, List[bool]]] = {}
