@@ -549,3 +549,36 @@ def test_a_cuda_device_by_number_without_cuda_in_ctranslate2_is_a_reason_for_fai
     monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 0)
     why = why_not_ctranslate2(None, "checkpoint_best.pt", record, device, None)
     assert why == f"this ctranslate2 {ctranslate2.__version__} has no CUDA support (device {device})"
+
+
+# what each registered model gets by default: CTranslate2 (None), or fairseq with this reason
+DEFAULT_ENGINE = {"transformer": None, "rope_transformer": None, "rpe_transformer": None, "t5bias_transformer": None,
+                  "alibi_transformer": "TransformerEncoderSpec has no alibi",
+                  "nope_transformer": "always have positions"}
+
+
+def test_every_registered_architecture_gets_the_engine_its_encoding_allows(tmp_path):
+    """Every --arch of the plugin's encodings and of fairseq's transformer, each with its registered sizes
+    (rope_transformer_wmt_en_de, the paper's base, ..._iwslt_de_en, ..._wmt_en_de_big, ...): the default
+    engine's choice (why_not_ctranslate2 on the checkpoint arguments fairseq-train saves for that --arch) is
+    CTranslate2 for fairseq's transformer, RoPE, Shaw's RPE and T5's bias, and fairseq, saying why, for ALiBi
+    and NoPE."""
+    from fairseq import models, options
+
+    from fairseq_rope.hub import why_not_ctranslate2
+    from fairseq_rope_text.preprocessing import Preprocessing
+
+    (tmp_path / "codes").write_text("a b\n")
+    record = Preprocessing("en", "de", codes=str(tmp_path / "codes"))
+    archs = sorted(a for a, m in models.ARCH_MODEL_NAME_REGISTRY.items() if m in DEFAULT_ENGINE)
+    assert {"rope_transformer_wmt_en_de", "rope_transformer_wmt_en_de_big", "rope_transformer_iwslt_de_en",
+            "rpe_transformer_wmt_en_de", "t5bias_transformer_iwslt_de_en", "transformer_wmt_en_de"} <= set(archs)
+    for arch in archs:
+        args = options.parse_args_and_arch(options.get_training_parser(), [
+            "data-bin", "--arch", arch, "--user-dir", USER_DIR, "--task", "translation"])
+        why = why_not_ctranslate2({"args": args}, f"{arch}.pt", record, "cpu", None)
+        expected = DEFAULT_ENGINE[models.ARCH_MODEL_NAME_REGISTRY[arch]]
+        if expected is None:
+            assert why is None, f"--arch {arch}: fairseq's engine by default ({why})"
+        else:
+            assert why and expected in why, f"--arch {arch}: {why}"
