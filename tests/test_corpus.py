@@ -464,7 +464,7 @@ def test_no_training_or_valid_sentence_is_a_template_variant_of_a_test_sentence_
     for seed in range(1, 9):
         out = tmp_path / f"seed{seed}"
         run_tool("fairseq-rope-corpus", "pages", "--sources", sources, "--root", tmp_path / "pages", "--out", out,
-                 "--test-pairs", 3, "--valid-pairs", 3, "--seed", seed, "--max-cluster", max_cluster)
+                 "--test-pairs", 3, "--valid-pairs", 6, "--seed", seed, "--max-cluster", max_cluster)
         splits = {s: read_split(out, s) for s in ("test_prose", "test_help", "test", "valid", "train")}
         assert splits["test"] == splits["test_prose"] + splits["test_help"]
         assert {d.split("/")[0] for _, _, d in splits["test_prose"]} == {"manual"}
@@ -476,6 +476,9 @@ def test_no_training_or_valid_sentence_is_a_template_variant_of_a_test_sentence_
                 assert not [x for x in against if similar(en, x) or similar(de, x)], (seed, split, en)
         templates = [en for en, _, _ in splits["test"] + splits["valid"] if "tool icon" in en]
         held_templates += len(templates)
+        if max_cluster == 10:  # the template lives in the first of its splits: a test page keeps its variant
+            test_pages = {d for _, _, d in splits["test_help"]}
+            assert len([en for en, _, _ in splits["test_help"] if "tool icon" in en]) == len(test_pages), seed
         if max_cluster == 3:
             assert not templates and len([en for en, _, _ in splits["train"] if "tool icon" in en]) == len(TOOLS)
         report = json.loads((out / "report.json").read_text())
@@ -507,29 +510,40 @@ def test_the_overlap_report_measures_what_a_brute_force_count_on_the_files_gives
     assert report["all"][">=0.7"] == 0.5 and report["all"][">=0.5"] == 0.75
 
 
+def farthest(english, k):
+    """The pair whose English shares the fewest words with pair k's (the sample's grammar reuses its words: a
+    German of a sentence that shares them can read as a translation), the nearest in length among those."""
+    words = set(english[k].lower().split())
+    return min((i for i in range(len(english)) if i != k),
+               key=lambda i: (len(words & set(english[i].lower().split())), abs(len(english[i]) - len(english[k])), i))
+
+
 def test_the_lexical_check_flags_swapped_pairs_and_passes_translations(tmp_path):
     """fairseq-rope-corpus lexical on 3,000 pairs of the bundled sample (a template grammar's En-De translations)
     in which three test pairs have their German swapped with another's: eflomal, trained on the corpus itself,
-    gives those three the scores of mismatched pairs (flagged), and flags few of the true translations. Lengths
-    play no part: the swapped Germans are sentences of the same corpus."""
+    gives those three the scores of mismatched pairs (flagged) and ranks them above every true translation of
+    the test set; it flags few of the true translations. Lengths play no part: the swapped Germans are
+    sentences of the same corpus. (eflomal's draws differ from run to run: on this grammar some mismatched
+    controls score like translations, so the threshold is their 2% quantile; over repeated runs the swapped
+    pairs scored 8.4 and more, the translations 5.2 and less but once 7.7, the threshold 6.4 to 7.1.)"""
     sample = os.path.join(RECIPE, "sample")
     read = lambda name: open(os.path.join(sample, name), encoding="utf-8").read().splitlines()
     en, de = read("train.en")[:3000], read("train.de")[:3000]
     raw = tmp_path / "raw"
     raw.mkdir()
     test_en, test_de = en[:200], list(de[:200])
-    swapped = [(10, 150), (42, 77), (120, 5)]
+    swapped = [(a, farthest(en, a)) for a in (10, 42, 120)]
     for a, b in swapped:
         test_de[a] = de[b]
     for name, lines in (("train.en", en[200:]), ("train.de", de[200:]), ("test_prose.en", test_en),
                         ("test_prose.de", test_de), ("test_prose.docids", ["sample/test"] * 200)):
         (raw / name).write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    run_tool("fairseq-rope-corpus", "lexical", raw, "--controls", 500, "--sample", 2)
+    run_tool("fairseq-rope-corpus", "lexical", raw, "--controls", 500, "--control-quantile", 0.02, "--sample", 2)
     scores = [line.split("\t") for line in (raw / "lexical_scores.tsv").read_text().splitlines()[1:]]
     test = {int(line): flag for split, line, _, flag in scores if split == "test_prose"}
     assert len(test) == 200 and all(test[a + 1] == "yes" for a, _ in swapped)
     report = json.loads((raw / "lexical.json").read_text())
-    assert report["flagged"]["train"]["all"]["flagged"] < 0.05
+    assert report["flagged"]["train"]["all"]["flagged"] < 0.01
     assert report["flagged"]["test_prose"]["sample"]["pairs"] == 200
     sample_rows = (raw / "lexical_sample.tsv").read_text(encoding="utf-8").splitlines()[1:]
     assert sorted(row.split("\t")[4] for row in sample_rows) == ["no"] * 2 + ["yes"] * 2
@@ -545,7 +559,7 @@ def test_dropping_the_flagged_pairs_rewrites_every_split_and_the_joined_test_set
     raw = tmp_path / "raw"
     raw.mkdir()
     sets = {"test_prose": (0, 100), "test_help": (100, 200), "train": (200, 2400)}
-    swapped = {10: 150, 120: 5, 500: 900}  # a prose, a help and a training pair get another pair's German
+    swapped = {a: farthest(en, a) for a in (10, 120, 500)}  # a prose, a help and a training pair: another's German
     de_swapped = list(de)
     for a, b in swapped.items():
         de_swapped[a] = de[b]
@@ -555,7 +569,8 @@ def test_dropping_the_flagged_pairs_rewrites_every_split_and_the_joined_test_set
             (raw / name).write_text("".join(x + "\n" for x in lines), encoding="utf-8")
     (raw / "report.json").write_text(json.dumps({"dropped": {}, "pairs": {}, "test_lines": {"test_prose": 0, "test_help": 100}, "sources": {
         "prose": {"test_prose": 100}, "help": {"test_help": 100}, "train": {"train": 2200}}}))
-    run_tool("fairseq-rope-corpus", "lexical", raw, "--controls", 500, "--sample", 1, "--drop-flagged")
+    run_tool("fairseq-rope-corpus", "lexical", raw, "--controls", 500, "--control-quantile", 0.02, "--sample", 1,
+             "--drop-flagged")
     scores = [line.split("\t") for line in (raw / "lexical_scores.tsv").read_text().splitlines()[1:]]
     flagged = {(split, int(line)) for split, line, _, flag in scores if flag == "yes"}
     assert {("test_prose", 11), ("test_help", 21), ("train", 301)} <= flagged
@@ -599,14 +614,73 @@ def test_a_list_of_flagged_pairs_leaves_those_pairs_out_of_the_pages_corpus(tmp_
     sample = os.path.join(RECIPE, "sample")
     read = lambda name: open(os.path.join(sample, name), encoding="utf-8").read().splitlines()
     en, de = read("train.en")[:1500], read("train.de")[:1500]
-    de[7] = de[700]
+    de[7] = de[farthest(en, 7)]
     raw = tmp_path / "raw"
     raw.mkdir()
     for name, lines in (("train.en", en), ("train.de", de), ("train.docids", [f"s/p{k}" for k in range(1500)])):
         (raw / name).write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    run_tool("fairseq-rope-corpus", "lexical", raw, "--controls", 300, "--write-flagged", tmp_path / "written.tsv")
+    run_tool("fairseq-rope-corpus", "lexical", raw, "--controls", 300, "--control-quantile", 0.02, "--write-flagged",
+             tmp_path / "written.tsv")
     scores = [line.split("\t") for line in (raw / "lexical_scores.tsv").read_text().splitlines()[1:]]
     expected = {f"{pair_key(en[int(line) - 1], de[int(line) - 1])}\ts/p{int(line) - 1}"
                 for _, line, _, flag in scores if flag == "yes"}
     written = (tmp_path / "written.tsv").read_text().splitlines()
     assert written[0].startswith("# ") and set(written[1:]) == expected and f"{pair_key(en[7], de[7])}\ts/p7" in expected
+
+
+def test_a_paragraph_with_fewer_english_sentences_than_german_is_aligned_by_length_too():
+    en = ["Choose a mirror.", "Then start the installation of the whole system now."]
+    de = ["Wählen Sie einen Spiegel.", "Es geht schneller.", "Dann beginnen Sie die Installation des ganzen Systems jetzt."]
+    assert pp.sentence_beads(en, de) == [((0,), (0,)), ((1,), (1, 2))]
+
+
+def test_each_cleaning_filter_at_its_boundary():
+    """--min-words 3: a side of 3 words is kept, of 2 is short; --max-ratio 2: a ratio of exactly 2 is kept;
+    --max-code-share 0.5: half code is kept, more is code; the same letters in another case are untranslated."""
+    f = pp.Filter(min_words=3, max_ratio=2.0, max_code_share=0.5)
+    assert f.reason("Open the file.", "Öffnen Sie die Datei.", 0.0) is None
+    assert f.reason("Open it.", "Öffnen Sie die Datei.", 0.0) == "short"
+    assert f.reason("aaa bbb cc", "cccc dddd eeee fffff", 0.0) is None  # 10 and 20 characters: 2.0
+    assert f.reason("aaa bbb cc", "cccc dddd eeee ffffff", 0.0) == "ratio"  # 10 and 21: 2.1
+    assert f.reason("Run the command.", "Führen Sie den Befehl aus.", 0.5) is None
+    assert f.reason("Run the command.", "Führen Sie den Befehl aus.", 0.51) == "code"
+    assert f.reason("The Debian System Manual", "the DEBIAN system manual", 0.0) == "untranslated"
+
+
+def test_code_inside_code_stays_code_and_a_paragraph_inside_a_list_item_is_the_block():
+    (block,) = pp.page_blocks(page("<p>Run <code>apt <b>install</b> it</code>.</p>").encode(), "x.html")
+    # the code's pieces "apt ", "install" (inside <b>, still code), " it", each without the spaces at its ends
+    assert block.code_share == pytest.approx(len("aptinstallit") / len("Run apt install it."), abs=1e-12)
+    blocks = pp.page_blocks(page("<ul><li><p>The first paragraph of the item.</p><p>Its second one.</p></li></ul>")
+                            .encode(), "x.html")
+    assert [(b.path.split("/")[-2:], b.text) for b in blocks] == [
+        (["li", "p"], "The first paragraph of the item."), (["li", "p"], "Its second one.")]
+
+
+def test_code_share_counts_characters_with_whitespace_collapsed():
+    """The share of code is over the paragraph's text as it is written out (whitespace collapsed): code with
+    runs of spaces and newlines inside counts each run as one space."""
+    (block,) = pp.page_blocks(page("<p>Type <code>apt    get\n\n   update</code> now.</p>").encode(), "x.html")
+    assert block.text == "Type apt get update now."
+    assert block.code_share == pytest.approx(len("apt get update") / len(block.text), abs=1e-12)
+
+
+def test_near_copies_are_found_through_the_german_side_and_through_a_sentence_joined_in_a_pair():
+    """template_clusters: two pairs whose English differ but whose German are the same are one template; so are a
+    pair and a two-sentence pair (a 2-1 bead) that holds its sentence among others that share nothing with it."""
+    from fairseq_rope_cli.corpus import Row, template_clusters
+
+    german = Row("Open the dialog first.", "Öffnen Sie zuerst den Dialog.", True, ("Open the dialog first.",),
+                 ("Öffnen Sie zuerst den Dialog.",))
+    other_english = Row("Begin by opening that window.", "Öffnen Sie zuerst den Dialog.", True,
+                        ("Begin by opening that window.",), ("Öffnen Sie zuerst den Dialog.",))
+    joined_en = ("Every mirror of the archive keeps a complete copy of all packages and their sources, updated "
+                 "four times a day.", "Open the dialog first.")
+    joined_de = ("Jeder Spiegel des Archivs hält eine vollständige Kopie aller Pakete vor.", "Öffnen Sie zuerst den Dialog.")
+    joined = Row(" ".join(joined_en), " ".join(joined_de), True, joined_en, joined_de)
+    unrelated = Row("The printer needs paper.", "Der Drucker braucht Papier.", True, ("The printer needs paper.",),
+                    ("Der Drucker braucht Papier.",))
+    for side in ("source", "target"):  # only its parts are copies
+        assert pp.jaccard(pp.word_set(getattr(joined, side)), pp.word_set(getattr(german, side))) < 0.5
+    cluster = template_clusters([german, other_english, joined, unrelated], 0.5)
+    assert cluster[0] == cluster[1] == cluster[2] != cluster[3]
