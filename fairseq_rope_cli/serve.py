@@ -13,7 +13,8 @@ made on first use and cached beside the checkpoint (keyed by its content), about
 sentences/s on a CPU (docs/serving.md); else fairseq, with one line saying why. Clients that speak LibreTranslate (deep-translator, SearXNG, Weblate, ...) use it as they
 use LibreTranslate: POST /translate with q (a text or a list), source, target, format (text or html),
 alternatives and api_key, as JSON or a form; POST /translate_file with a file (.txt, .html, .srt, .vtt,
-.docx: --file-limit bytes, its text within --file-char-limit, in parts through the queue), source and target, then GET its
+.docx: --file-limit bytes, its text within --file-char-limit, in parts through the queue; inline elements nested
+at most --nesting-limit deep, as in an HTML text), source and target, then GET its
 translatedFileUrl (once; removed after --file-keep seconds); GET /languages, /health, /frontend/settings; errors as
 {"error": "..."} with 400, 403, 404, 405, 413, 429, 500 or 503 (with Retry-After). Texts are running
 text: split into sentences, translated, put back with their layout (docs/serving.md). A web page is at
@@ -72,6 +73,9 @@ def parse_args(argv=None):
                     help="characters of a file's text (the Files tab, POST /translate_file), apart from --char-limit, "
                          "which is the text box's; 0: no limit (default: %(default)s). A file of more sentences than "
                          "--queue-size goes through the queue in parts")
+    ap.add_argument("--nesting-limit", type=int, default=100,
+                    help="inline elements (<b>, <a>, a cue's <i>) open inside one another in an HTML text or a file; "
+                         "deeper is a 400 naming the limit; 0: no limit (default: %(default)s)")
     ap.add_argument("--file-keep", type=float, default=600.0,
                     help="seconds a translated file waits for its download before it is removed (default: %(default)s)")
     ap.add_argument("--no-web-page", action="store_true", help="no web page at /")
@@ -131,7 +135,8 @@ def main(argv=None):
     for flag in ("beam", "batch_limit", "queue_size", "max_tokens"):
         if getattr(args, flag) < 1:
             raise InputError(PROG, f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
-    for flag in ("char_limit", "req_limit", "threads", "batch_wait_ms", "file_limit", "file_char_limit"):
+    for flag in ("char_limit", "req_limit", "threads", "batch_wait_ms", "file_limit", "file_char_limit",
+                 "nesting_limit"):
         if getattr(args, flag) < 0:
             raise InputError(PROG, f"--{flag.replace('_', '-')} must be >= 0, got {getattr(args, flag)}")
     if args.timeout <= 0:
@@ -191,7 +196,8 @@ def main(argv=None):
     limits = Limits(char_limit=args.char_limit, batch_limit=args.batch_limit, timeout=args.timeout,
                     queue_size=args.queue_size, max_tokens=args.max_tokens, batch_wait=args.batch_wait_ms / 1000,
                     api_keys=keys, req_limit=args.req_limit, web_page=not args.no_web_page,
-                    file_limit=args.file_limit, file_char_limit=args.file_char_limit, file_keep=args.file_keep)
+                    file_limit=args.file_limit, file_char_limit=args.file_char_limit, file_keep=args.file_keep,
+                    nesting_limit=args.nesting_limit)
     print(f"[{PROG}] http://{args.host}:{args.port}/ (loading {len(specs)} model(s); /health says when ready)",
           file=sys.stderr, flush=True)
     # the server's line per request (fairseq_rope_server.app) as uvicorn writes its own, on stderr

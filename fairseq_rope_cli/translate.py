@@ -26,7 +26,9 @@ timings, settings and the WebVTT header kept byte for byte) or .docx (Word: each
 tables, headers and footers, its style kept, its bold, italic and linked words on their translation:
 pip install 'fairseq-rope[files]') is translated unit by unit, each unit as running text, and
 written to --output in the same format (a .docx needs --output); --format txt, html, srt, vtt or docx
-to say it (stdin is text unless --format says otherwise). Any other file is plain text, as above.
+to say it (stdin is text unless --format says otherwise). Any other file is plain text, as above. Inline
+elements open inside one another deeper than --nesting-limit (100) are refused, naming the file and the limit,
+before the model loads.
 (fairseq_rope_text.files, docs/usage.md.)
 
 --model-dir holds the checkpoint (--checkpoint-file; default: checkpoint_avg_last5.pt, the recipe's
@@ -63,6 +65,10 @@ def parse_args(argv=None):
                          ".docx, else txt: running text)")
     ap.add_argument("--sentences", metavar="FILE", help="also write each sentence and its translation, tab-separated, "
                                                           "one pair a line (a tab inside one written as a space)")
+    ap.add_argument("--nesting-limit", type=int, default=100,
+                    help="inline elements (<b>, <a>, a cue's <i>) open inside one another in an .html, .srt or .vtt "
+                         "input; a deeper file is refused, naming the limit, before the model loads; 0: no limit "
+                         "(default: %(default)s)")
     ap.add_argument("--keep-line-breaks", action="store_true",
                     help="translate every line on its own (hard-wrapped lines are not joined)")
     ap.add_argument("--backend", choices=["auto", "fairseq", "ctranslate2"], default="auto",
@@ -121,15 +127,20 @@ def input_format(args):
     return EXTENSIONS.get(os.path.splitext(args.input)[1].lower(), "txt")
 
 
-def read_document(path, fmt):
-    """The input read as a file of format ``fmt`` (fairseq_rope_text.files.Document), with text to translate."""
+def read_document(path, fmt, nesting_limit=0):
+    """The input read as a file of format ``fmt`` (fairseq_rope_text.files.Document), with text to translate,
+    its inline elements nested at most ``nesting_limit`` deep (0: no limit)."""
     from fairseq_rope_text.files import FileError, read_document as read
+    from fairseq_rope_text.markup import MarkupError, check_nesting
 
     name = path if path not in (None, "-") else "stdin"
     try:
         document = read(read_bytes(path), fmt, name)
+        check_nesting(document.units, document.markup, nesting_limit)
     except FileError as error:
         raise InputError(PROG, str(error)) from None
+    except MarkupError as error:
+        raise InputError(PROG, f"{name}: {error}; --nesting-limit raises the limit (0: none)") from None
     if not document.units:
         raise InputError(PROG, f"{name} holds no text to translate")
     return document
@@ -188,6 +199,8 @@ def main(argv=None):
     for flag, value in (("--beam", args.beam), ("--batch-size", args.batch_size), ("--max-len-b", args.max_len_b)):
         if value < 1:
             raise InputError(PROG, f"{flag} must be >= 1, got {value}")
+    if args.nesting_limit < 0:
+        raise InputError(PROG, f"--nesting-limit must be >= 0, got {args.nesting_limit}")
     if not os.path.isdir(args.model_dir):
         raise InputError(PROG, f"--model-dir directory not found: {args.model_dir}")
     exported = os.path.isfile(os.path.join(args.model_dir, "model.bin"))  # a fairseq-rope-ct2 export
@@ -212,7 +225,7 @@ def main(argv=None):
     if fmt == "docx" and not args.output:
         raise InputError(PROG, "a .docx translation is a binary file: give --output FILE.docx (not stdout)")
     text = read_text(args.input) if fmt == "txt" else None
-    document = None if fmt == "txt" else read_document(args.input, fmt)
+    document = None if fmt == "txt" else read_document(args.input, fmt, args.nesting_limit)
     if not exported and not any(name.startswith("dict.") and name.endswith(".txt")
                                              for name in os.listdir(args.data_bin)):
         raise InputError(PROG, f"--data-bin {args.data_bin} has no dict.*.txt: not a data-bin (fairseq-preprocess's "

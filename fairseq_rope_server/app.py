@@ -16,7 +16,9 @@ and translates them in one beam search. A document-level model translates the se
 as one document, one request at a time. Files (``POST /translate_file``, LibreTranslate's: .txt, .html,
 .srt, .vtt, .docx, read by fairseq_rope_text.files) are translated as a request of their units' texts,
 through the same queue; the translated file waits in a temporary folder for its one ``GET
-/download_file/NAME`` (or ``file_keep`` seconds), the folder removed at shutdown.
+/download_file/NAME`` (or ``file_keep`` seconds), the folder removed at shutdown. A request's texts and files
+are read, split, encoded, joined and written in threads (asyncio.to_thread), the loop free to answer others;
+inline elements nested deeper than ``nesting_limit`` are a 400.
 
 Only the standard library at import time besides Starlette (the ``serve`` extra).
 """
@@ -48,7 +50,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from fairseq_rope_text import files
-from fairseq_rope_text.markup import join_pieces, needs_alignment, pieces_of
+from fairseq_rope_text.markup import NESTING_LIMIT, MarkupError, join_pieces, needs_alignment, pieces_of
 
 LOG = logging.getLogger(__name__)  # one INFO line per request; tracebacks of internal errors
 MAX_DEPTH = 32  # arrays and objects in one another in a JSON body (a request needs 2)
@@ -73,6 +75,7 @@ class Limits:
     req_limit: int = 0              # requests per minute per client without keys (0: no limit)
     file_limit: int = 10 << 20      # bytes of a POST /translate_file's body (0: no limit)
     file_char_limit: int = 1000000  # characters of a file's text (0: no limit), apart from char_limit
+    nesting_limit: int = NESTING_LIMIT  # inline elements inside one another, in HTML and cues (0: no limit)
     file_keep: float = 600.0        # seconds a translated file waits for its download
     web_page: bool = True
 
@@ -444,13 +447,20 @@ class Server:
         return JSONResponse(answer)
 
     async def translated(self, model: ServedModel, texts: List[str], fmt: str, n: int = 1,
-                         in_parts: bool = False) -> List[List[str]]:
+                         in_parts: bool = False, name: str = "") -> List[List[str]]:
         """``texts`` (``fmt``: "text", "html", or a subtitle format: fairseq_rope_text.markup.pieces_of) translated
         by ``model`` through its queue (the request's limits checked before): for k < ``n``, every text with
         each sentence's k-th best translation. ``in_parts`` (a file): sentences past what the queue holds go
-        in parts, each waiting for room in the queue and answered within --timeout, in order."""
+        in parts, each waiting for room in the queue and answered within --timeout, in order. ``name``: the
+        file's, in errors. The texts' parsing, encoding and joining run in threads (asyncio.to_thread), as a
+        file's reading and writing: the loop answers other requests meanwhile."""
         # every text (each paragraph of an HTML text, its inline markup taken out) split into sentences
-        documents = pieces_of(texts, fmt, model.source)
+        try:
+            documents = await asyncio.to_thread(pieces_of, texts, fmt, model.source,
+                                                nesting_limit=self.limits.nesting_limit)
+        except MarkupError as error:
+            raise Failure(400, f"Invalid request: {name + ': ' if name else ''}{error} (--nesting-limit; 0: no "
+                               "limit)") from None
         sentences = [s for items in documents for item in items if not isinstance(item, str) for s in item.sentences]
         align = needs_alignment(documents)
         batcher = self.batchers[(model.source, model.target)]
@@ -470,7 +480,8 @@ class Server:
             while in_parts and batcher.size + len(part) > size and waited < self.limits.timeout:
                 await asyncio.sleep(0.05)  # (a file's part waits for room in the queue)
                 waited += 0.05
-            job = Job(part, [model.encode(s) for s in part], n, loop, loop.create_future(), align)
+            inputs = await asyncio.to_thread(lambda sentences: [model.encode(s) for s in sentences], part)
+            job = Job(part, inputs, n, loop, loop.create_future(), align)
             if not batcher.submit(job):
                 raise busy
             try:
@@ -487,7 +498,7 @@ class Server:
             chosen = iter([r[min(k, len(r) - 1)] for r in results])
             return [join_pieces(items, chosen, model.translator.preprocessing.words) for items in documents]
 
-        return [text_of(k) for k in range(n)]
+        return await asyncio.to_thread(lambda: [text_of(k) for k in range(n)])
 
     async def languages(self, request: Request):
         codes = sorted({code for pair in self.models for code in pair})  # a target only: no targets
@@ -541,9 +552,8 @@ class Server:
         if self.limits.file_char_limit and chars > self.limits.file_char_limit:
             raise Failure(400, f"Invalid request: the file's text ({chars} characters) exceeds the file limit "
                                f"({self.limits.file_char_limit}, --file-char-limit)")
-        translations = (await self.translated(model, document.units, document.markup, in_parts=True))[0] \
-            if document.units else []
-        translated = await asyncio.to_thread(document.write, translations)
+        translations = (await self.translated(model, document.units, document.markup, in_parts=True,
+                                              name=filename))[0] if document.units else []
         stem, extension = os.path.splitext(filename)
         download = f"{stem}.{model.target}{extension}"
         self.sweep()
@@ -551,8 +561,12 @@ class Server:
             self.folder = tempfile.mkdtemp(prefix="fairseq-rope-serve-files-")
         name = secrets.token_urlsafe(16) + extension.lower()
         path = os.path.join(self.folder, name)
-        with open(path, "wb") as f:
-            f.write(translated)
+
+        def write():
+            data = document.write(translations)
+            with open(path, "wb") as f:
+                f.write(data)
+        await asyncio.to_thread(write)
         media_type = files.MEDIA_TYPES[fmt] if document.encoding in (None, "utf-8") else \
             f"text/html; charset={document.encoding}"  # (a page in the charset it declares)
         self.files[name] = (path, download, media_type, time.monotonic() + self.limits.file_keep)

@@ -38,6 +38,7 @@ Text formats are UTF-8 (a byte-order mark kept). A file that is not what its for
 Only the standard library at import time.
 """
 
+import bisect
 import html
 import io
 import os
@@ -244,15 +245,19 @@ def wrap(text: str, lengths: List[int]) -> List[str]:
     spaces = [i for i, c in enumerate(text) if c == " " and i not in inside]
     if len(lengths) < 2 or not spaces:
         return [text]
+    shown = [visible[i] for i in spaces]  # (increasing: a space is seen)
     total = sum(lengths) + len(lengths) - 1
     breaks, at = [], 0
     for k in range(1, len(lengths)):
         at += lengths[k - 1] + (1 if k > 1 else 0)  # where the k-th space was in the joined lines
         wanted = at * seen / total if total else 0
-        left = [i for i in spaces if not breaks or i > breaks[-1]]
-        if not left:
+        left = bisect.bisect_right(spaces, breaks[-1]) if breaks else 0  # the spaces after the last break
+        if left == len(spaces):
             break
-        breaks.append(min(left, key=lambda i: (abs(visible[i] - wanted), i)))
+        nearest = bisect.bisect_left(shown, wanted, left)  # the nearest: this one or the one before
+        best = min((n for n in (nearest - 1, nearest) if left <= n < len(spaces)),
+                   key=lambda n: (abs(shown[n] - wanted), n))
+        breaks.append(spaces[best])
     ends = breaks + [len(text)]
     return [text[(ends[k - 1] + 1 if k else 0):end] for k, end in enumerate(ends)]
 
@@ -419,13 +424,11 @@ class WordParagraph:
             self.texts.append(text)
             self.link_of.append(None if link is None else len(self.links) - 1)
         formats = [run_format(r) for r in self.runs]
-        self.base = {}  # container (None: the paragraph, J: link J) -> the first run of its base formatting
-        for container in dict.fromkeys(self.link_of):
-            weights: dict = {}
-            for i, (text, link) in enumerate(zip(self.texts, self.link_of)):
-                if link == container:
-                    weights.setdefault(formats[i], [0, i])[0] += len(text)
-            self.base[container] = max(weights.values(), key=lambda w: (w[0], -w[1]))[1]
+        weights: dict = {}  # container (None: the paragraph, J: link J) -> {formatting: [characters, first run]}
+        for i, (text, link) in enumerate(zip(self.texts, self.link_of)):
+            weights.setdefault(link, {}).setdefault(formats[i], [0, i])[0] += len(text)
+        # container -> the first run of its base formatting
+        self.base = {link: max(found.values(), key=lambda w: (w[0], -w[1]))[1] for link, found in weights.items()}
         # each run's formatting where it is not its container's base, else None
         self.marks = [None if f == formats[self.base[link]] else f for f, link in zip(formats, self.link_of)]
 

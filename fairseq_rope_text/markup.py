@@ -31,11 +31,12 @@ enclosed:
 A paragraph without inline tags is running text (its layout kept line by line). Only the standard library.
 """
 
+import bisect
 import html
 import re
-from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from .html_text import RAW_TEXT, TAG, html_of, html_parts
+from .html_text import RAW_TEXT, TAG, html_of, html_parts, without_tags
 
 # phrasing elements that mark words inside a sentence (every other element ends a paragraph's text)
 INLINE = frozenset("a abbr b bdi bdo big cite data del dfn em font i ins label mark q s small span strike strong "
@@ -51,6 +52,13 @@ CUE_TAG = re.compile(r"<[^<>\n]*>|\{\\[^{}\n]*\}")
 NAME = re.compile(r"</?\s*([a-zA-Z][a-zA-Z0-9-]*)")
 MARKUPS = ("text", "html", "srt", "vtt")  # what pieces_of reads
 NO_TRANSLATE = re.compile(r"""\btranslate\s*=\s*["']?no\b|\bclass\s*=\s*["'][^"']*\bnotranslate\b""", re.I)
+# inline elements open inside one another (<b><i>...): the default of fairseq-rope-serve's and
+# fairseq-rope-translate's --nesting-limit (pieces_of's own default: no limit)
+NESTING_LIMIT = 100
+
+
+class MarkupError(ValueError):
+    """Inline markup past a limit that the caller set (``nesting_limit``)."""
 
 
 class Element(NamedTuple):
@@ -142,13 +150,16 @@ def inline_runs(parts: List[Tuple[bool, str]]) -> List[Tuple[bool, List[Tuple[bo
     return runs
 
 
-def detag(parts: List[Tuple[bool, str]], inline: frozenset = INLINE, escaped: bool = True) -> Marked:
+def detag(parts: List[Tuple[bool, str]], inline: frozenset = INLINE, escaped: bool = True,
+          nesting_limit: int = 0) -> Marked:
     """A run of inline_runs (or cue_parts) as its plain text and elements, ``inline`` the names of elements
     with a closing tag. A closing tag without its opening tag in the run, or an opening tag not closed in
-    it (WebVTT's <v Name>), is kept as a void element (at its place)."""
+    it (WebVTT's <v Name>), is kept as a void element (at its place). More than ``nesting_limit`` elements
+    open inside one another (0: no limit) is a MarkupError."""
     chars: List[str] = []
     elements: List[Element] = []
     open_ones: List[Tuple[str, int]] = []  # (name, index in elements)
+    latest: Dict[str, List[int]] = {}  # name: the places in open_ones of the open elements of that name
 
     def add_text(s: str):
         for c in s:
@@ -170,17 +181,24 @@ def detag(parts: List[Tuple[bool, str]], inline: frozenset = INLINE, escaped: bo
             end = closing_tag(parts, i, name)
             start = len(chars)
             for inner_is_text, inner in parts[i + 1:end]:
-                add_text(inner if inner_is_text else "" if TAG.fullmatch(inner) else html.unescape(TAG.sub("", inner)))
+                add_text(inner if inner_is_text else "" if TAG.fullmatch(inner) else html.unescape(without_tags(inner)))
             verbatim = "".join(html.escape(p, quote=False) if t else p for t, p in parts[i:end + 1])
             elements.append(Element(start, len(chars), part, "", verbatim))
             i = end + 1
             continue
-        if closing and name in inline and any(n == name for n, _ in open_ones):
-            k = max(k for k, (n, _) in enumerate(open_ones) if n == name)
+        if closing and name in inline and latest.get(name):
+            k = latest[name][-1]
             index = open_ones[k][1]
             elements[index] = elements[index]._replace(end=len(chars), close=part)
-            del open_ones[k:]  # (those opened inside it and not closed stay void)
+            for n, _ in open_ones[k:]:  # (those opened inside it and not closed stay void)
+                latest[n].pop()
+            del open_ones[k:]
         elif name in inline and not closing and not void:
+            if nesting_limit and len(open_ones) >= nesting_limit:
+                raise MarkupError(f"inline elements nested deeper than the limit of {nesting_limit}: {part[:40]!r} "
+                                  f"opens inside {len(open_ones)} others, at character {len(chars)} of a "
+                                  "paragraph's text")
+            latest.setdefault(name, []).append(len(open_ones))
             open_ones.append((name, len(elements)))
             elements.append(Element(len(chars), len(chars), part, ""))
         else:  # a void element, a self-closed one, a comment, a stray closing tag
@@ -260,27 +278,61 @@ def render(text: str, elements: Sequence[Element], ranges: Sequence[Optional[Tup
     inserts.sort()
     out, i = [], 0
     cuts = sorted({0, len(text), *(p for p, _, _, _ in inserts), *(x for span in hidden for x in span)})
-    for a, b in zip(cuts, cuts[1:] + [len(text)]):
+    place = {cut: n for n, cut in enumerate(cuts)}
+    starting = [0] * (len(cuts) + 1)  # code ranges that start at each cut, less those that end there
+    for s, t in hidden:
+        starting[place[s]] += 1
+        starting[place[t]] -= 1
+    covered = 0  # the code ranges the piece from this cut to the next lies in
+    for n, (a, b) in enumerate(zip(cuts, cuts[1:] + [len(text)])):
+        covered += starting[n]
         while i < len(inserts) and inserts[i][0] == a:
             out.append(inserts[i][3])
             i += 1
-        if a < b and not any(s <= a and b <= t for s, t in hidden):
+        if a < b and not covered:
             out.append(html.escape(text[a:b], quote=False) if escaped else text[a:b])
     return "".join(out)
 
 
 def nesting(elements: Sequence[Element]) -> List[Optional[int]]:
-    """Each element's parent: the innermost earlier element with a closing tag that encloses it."""
+    """Each element's parent: the innermost (the latest) earlier element with a closing tag that encloses it
+    (an element without characters encloses only elements without characters at its place). Elements
+    come in opening order, as detag gives them: their starts never decrease, and two elements with closing
+    tags are one inside the other or one after the other. So the candidates are a stack: the elements
+    with characters that can still enclose a later one (each ending before the one under it), and the last
+    element without characters."""
     parents: List[Optional[int]] = []
+    stack: List[int] = []
+    empty: Optional[int] = None
     for k, e in enumerate(elements):
-        parent = None
-        for p in range(k - 1, -1, -1):
-            q = elements[p]
-            if q.close and q.start <= e.start and e.end <= q.end and (q.start < q.end or e.start == e.end):
-                parent = p
-                break
+        while stack and elements[stack[-1]].end < (e.end if e.start < e.end else e.start):
+            stack.pop()  # (ends before this one does, or before its place: encloses nothing after it)
+        parent = stack[-1] if stack else None
+        if e.start == e.end and empty is not None and elements[empty].start == e.start and \
+                (parent is None or empty > parent):
+            parent = empty
         parents.append(parent)
+        if e.close and e.start < e.end:
+            while stack and elements[stack[-1]].end <= e.end:
+                stack.pop()  # (what it encloses, this one encloses too, and it comes later)
+            stack.append(k)
+        elif e.close:
+            empty = k
     return parents
+
+
+def extremes(values: Sequence[int], pick: Callable) -> Callable[[int, int], int]:
+    """``pick`` (min or max) of ``values[i:j]`` for any i < j, each in two look-ups: a sparse table (the
+    pick of each run of 1, 2, 4, ... values)."""
+    table = [list(values)]
+    while 2 ** len(table) <= len(values):
+        row, half = table[-1], 2 ** (len(table) - 1)
+        table.append([pick(row[i], row[i + half]) for i in range(len(row) - half)])
+
+    def query(i: int, j: int) -> int:
+        level = (j - i).bit_length() - 1
+        return pick(table[level][i], table[level][j - 2 ** level])
+    return query
 
 
 def project(sentence: str, elements: Sequence[Element], translation: Translation,
@@ -308,29 +360,52 @@ def project(sentence: str, elements: Sequence[Element], translation: Translation
         for t in range(len(target_words)):
             aligned_to[t * len(source_words) // len(target_words)].append(t)
 
+    # the source words' spans come in order (word_spans): the words an element encloses are a run of them,
+    # found by bisection, and the first and last target words aligned to a run come from sparse tables
+    starts, ends = [s for s, _ in source_spans], [f for _, f in source_spans]
+    none = len(target_words)
+    first = extremes([min(ts, default=none) for ts in aligned_to], min)
+    last = extremes([max(ts, default=-1) for ts in aligned_to], max)
+    last_aligned: List[int] = []  # the last source word up to each one with target words aligned to it (-1: none)
+    for w, ts in enumerate(aligned_to):
+        last_aligned.append(w if ts else last_aligned[-1] if last_aligned else -1)
+
     def place_after(position: int) -> int:
         """The target character after the word aligned to the last source word that ends by ``position``."""
-        for w in range(len(source_spans) - 1, -1, -1):
-            if source_spans[w][1] <= position and aligned_to[w]:
-                return target_spans[max(aligned_to[w])][1]
-        return 0
+        w = bisect.bisect_right(ends, position) - 1
+        w = last_aligned[w] if w >= 0 else -1
+        return target_spans[last(w, w + 1)][1] if w >= 0 else 0
 
     parents = nesting(elements)
     words: List[Optional[Tuple[int, int]]] = []  # target words [a, b) of each element
     places: List[int] = []
+    # parent: the target words its children took, in order (their starts, ends and element indices): siblings'
+    # words never overlap, so those a new child's words overlap are a run of them, found by bisection
+    taken: Dict[Optional[int], Tuple[list, list, list]] = {}
     for k, e in enumerate(elements):
-        covered = sorted({t for w, (s, f) in enumerate(source_spans) if s < e.end and f > e.start
-                          for t in aligned_to[w]}) if e.start < e.end else []
-        span = (covered[0], covered[-1] + 1) if covered else None
+        span = None
+        if e.start < e.end:
+            i, j = bisect.bisect_right(ends, e.start), bisect.bisect_left(starts, e.end)  # the source words in it
+            if i < j and first(i, j) < none:
+                span = (first(i, j), last(i, j) + 1)
         parent = parents[k]
         if span and parent is not None:
             span = None if words[parent] is None else \
                 (max(span[0], words[parent][0]), min(span[1], words[parent][1]))
-        for s in range(k):  # earlier siblings keep their words
-            other = words[s]
-            if span and other and parents[s] == parent and span[0] < other[1] and other[0] < span[1]:
-                span = (other[1], span[1]) if other[0] <= span[0] else (span[0], other[0])
+        siblings = taken.setdefault(parent, ([], [], []))
+        if span and span[0] < span[1]:  # earlier siblings keep their words (those overlapping it, in order)
+            around = range(bisect.bisect_right(siblings[1], span[0]), bisect.bisect_left(siblings[0], span[1]))
+            for n in sorted(around, key=lambda n: siblings[2][n]):
+                other = (siblings[0][n], siblings[1][n])
+                if span[0] < other[1] and other[0] < span[1]:
+                    span = (other[1], span[1]) if other[0] <= span[0] else (span[0], other[0])
+                if span[0] >= span[1]:
+                    break
         words.append(span if span and span[0] < span[1] else None)
+        if words[-1]:
+            at = bisect.bisect_left(siblings[0], span[0])
+            for column, value in zip(siblings, (span[0], span[1], k)):
+                column.insert(at, value)
         place = place_after(e.start)
         if parent is not None:  # inside its parent's words (or where its parent went)
             if words[parent] is None:
@@ -352,20 +427,20 @@ def translate_marked(marked: Marked, pieces: Sequence[str], translations: Sequen
     spans = sentence_spans(marked.text, pieces)
     if spans is None:  # (a splitter that changed the text: one piece)
         spans, translations = [(0, len(marked.text))], [translations[0]] if len(translations) == 1 else [None]
-    homes = []  # the pieces each element goes into
+    starts, ends = [s for s, _ in spans], [f for _, f in spans]  # (in order: found in order)
+    homes: List[List[Element]] = [[] for _ in spans]  # the elements that go into each piece, in order
     for e in marked.elements:
-        overlapped = [m for m, (s, f) in enumerate(spans) if e.start < f and e.end > s]
+        overlapped = range(bisect.bisect_right(ends, e.start), bisect.bisect_left(starts, e.end))
         if e.start == e.end or e.verbatim is not None or not overlapped:
-            overlapped = [next((m for m, (_, f) in enumerate(spans) if e.start <= f), len(spans) - 1)]
-        homes.append(overlapped)
+            m = bisect.bisect_left(ends, e.start)
+            overlapped = [m if m < len(spans) else len(spans) - 1]
+        for m in overlapped:
+            if 0 <= m < len(spans):
+                homes[m].append(e)
     out = []
-    for n, ((start, end), translation) in enumerate(zip(spans, translations)):
-        inside = []
-        for e, home in zip(marked.elements, homes):
-            if n not in home:
-                continue
-            inside.append(Element(min(max(e.start, start), end) - start, min(max(e.end, start), end) - start,
-                                  e.open, e.close, e.verbatim))
+    for (start, end), translation, home in zip(spans, translations, homes):
+        inside = [Element(min(max(e.start, start), end) - start, min(max(e.end, start), end) - start,
+                          e.open, e.close, e.verbatim) for e in home]
         piece = marked.text[start:end]
         if translation is None:  # kept as it is, its elements where they were
             out.append(render(piece, inside, [(e.start, e.end) if e.start < e.end else None for e in inside],
@@ -413,12 +488,16 @@ class Piece:
                                 [next(left) if translated else None for _, translated in self.pieces], words_of)
 
 
-def pieces_of(texts: Sequence[str], fmt: str, lang: str, keep_line_breaks: bool = False
+def pieces_of(texts: Sequence[str], fmt: str, lang: str, keep_line_breaks: bool = False, nesting_limit: int = 0
               ) -> List[List[Union[str, Piece]]]:
     """Each text as a list of what is kept as it is (a blank text, HTML outside paragraphs) and Pieces.
     ``fmt``: "text" (running text), "html" (HTML), "srt" or "vtt" (a subtitle cue's text, its lines
     joined by spaces, or one line per line of a dialogue cue; a line with tags or {\\...} codes is a
-    run of inline markup)."""
+    run of inline markup). Inline elements open inside one another more than ``nesting_limit`` deep (0: no
+    limit) are a MarkupError. Reading and projecting take time about linear in the texts' and the
+    translations' length however the elements nest (docs/usage.md#inline-markup-bold-links-code); with
+    elements nested D deep around a paragraph of S sentences, the translation holds D x S of them (an
+    element across a sentence end is cut in two)."""
     from .running_text import list_marker
 
     if fmt not in MARKUPS:
@@ -438,7 +517,7 @@ def pieces_of(texts: Sequence[str], fmt: str, lang: str, keep_line_breaks: bool 
                     marker = list_marker(line) if parts[0][0] else ""
                     parts[0] = (True, parts[0][1][len(marker):]) if marker else parts[0]
                     items += [marker] if marker else []
-                    items.append(Piece(lang, marked=detag(parts, CUE_INLINE, fmt == "vtt")))
+                    items.append(Piece(lang, marked=detag(parts, CUE_INLINE, fmt == "vtt", nesting_limit)))
         elif fmt != "html":
             items.append(Piece(lang, text, keep_line_breaks=keep_line_breaks) if text.strip() else text)
         else:
@@ -452,9 +531,22 @@ def pieces_of(texts: Sequence[str], fmt: str, lang: str, keep_line_breaks: bool 
                               Piece(lang, part.strip(), keep_line_breaks=keep_line_breaks, escaped=True),
                               html.escape(trail, quote=False)]
                 else:
-                    items.append(Piece(lang, marked=detag(run)))
+                    items.append(Piece(lang, marked=detag(run, nesting_limit=nesting_limit)))
         out.append(items)
     return out
+
+
+def check_nesting(texts: Sequence[str], fmt: str, nesting_limit: int):
+    """pieces_of's MarkupError for ``texts`` where there is one (inline elements nested deeper than
+    ``nesting_limit``; 0: no limit), without splitting sentences: a file's check before a model loads."""
+    for text in texts if nesting_limit else ():
+        if fmt == "html":
+            for translatable, run in inline_runs(html_parts(text)):
+                if translatable and len(run) > 1:
+                    detag(run, nesting_limit=nesting_limit)
+        elif fmt in ("srt", "vtt"):
+            for line in text.split("\n"):
+                detag(cue_parts(line, fmt == "vtt"), CUE_INLINE, fmt == "vtt", nesting_limit)
 
 
 def needs_alignment(texts: List[List[Union[str, Piece]]]) -> bool:

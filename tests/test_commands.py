@@ -29,10 +29,10 @@ COMMANDS = {  # command: module, words its --help must show
     "fairseq-rope-contrastive": ("contrastive", ["--json", "--text", "--context-text", "--context-lines", "--scores",
                                                  "--out-json", "ContraPro"]),
     "fairseq-rope-translate": ("translate", ["--model-dir", "--data-bin", "--input", "--output", "--keep-line-breaks",
-                                             "--backend", "sentencex", "Moses", "--sentences"]),
+                                             "--backend", "sentencex", "Moses", "--sentences", "--nesting-limit"]),
     "fairseq-rope-serve": ("serve", ["--model", "MODEL_DIR", "DATA_BIN", "--host", "--port", "--char-limit",
                                      "--batch-limit", "--timeout", "--queue-size", "--max-tokens", "--api-keys",
-                                     "--req-limit", "--no-web-page", "LibreTranslate"]),
+                                     "--req-limit", "--nesting-limit", "--no-web-page", "LibreTranslate"]),
 }
 
 
@@ -137,6 +137,8 @@ def bad_inputs(tmp):
         (["fairseq-rope-contrastive", "--checkpoint", missing, "--data-bin", str(tmp), "--context", "0",
           "--json", str(not_json), "--text", str(tmp / "t")], [str(not_json), "not JSON"]),
         (["fairseq-rope-translate", "--model-dir", missing, "--data-bin", str(tmp)], ["--model-dir", missing]),
+        (["fairseq-rope-translate", "--model-dir", str(tmp), "--data-bin", str(tmp), "--nesting-limit", "-1"],
+         ["--nesting-limit must be >= 0, got -1"]),
         (["fairseq-rope-translate", "--model-dir", str(tmp), "--data-bin", str(tmp), "--checkpoint-file", "x.pt"],
          [str(tmp / "x.pt"), "checkpoint not found"]),
         (["fairseq-rope-prep", "tokenize", "--lang", "en", "-i", str(text), "-o", str(save)],
@@ -158,6 +160,8 @@ def bad_inputs(tmp):
          [str(tmp / "x.pt"), "checkpoint not found"]),
         (["fairseq-rope-serve", "--model", str(tmp), str(tmp), str(tmp)], ["MODEL_DIR and optionally DATA_BIN"]),
         (["fairseq-rope-serve", "--model", str(tmp), str(tmp), "--port", "70000"], ["--port must be 1 to 65535"]),
+        (["fairseq-rope-serve", "--model", str(tmp), str(tmp), "--nesting-limit", "-1"],
+         ["--nesting-limit must be >= 0, got -1"]),
         (["fairseq-rope-serve", "--model", str(tmp), str(tmp), "--api-keys", str(text)],
          [str(text), "line 1", "requests per minute"]),
         (["fairseq-rope-serve", "--model", str(tmp), str(tmp), "--api-keys", str(no_key)],

@@ -337,6 +337,20 @@ def test_the_command_reads_stdin_refuses_docx_on_stdout_names_a_damaged_file(mod
     bad = translate(model, "--input", tmp_path / "bad.srt", "--output", tmp_path / "out.srt")
     assert bad.returncode == 1 and f"{tmp_path / 'bad.srt'}, line 2: expected a timing line" in bad.stderr
     assert not (tmp_path / "out.srt").exists()
+    (tmp_path / "deep.html").write_text(nested(101))  # inline elements nested past --nesting-limit
+    deep = translate(model, "--input", tmp_path / "deep.html", "--output", tmp_path / "deep.de.html")
+    assert deep.returncode == 1 and deep.stderr.strip().splitlines()[-1] == (
+        f"fairseq-rope-translate: error: {tmp_path / 'deep.html'}: inline elements nested deeper than the limit of "
+        "100: '<b>' opens inside 100 others, at character 14 of a paragraph's text; --nesting-limit raises the "
+        "limit (0: none)")
+    assert not (tmp_path / "deep.de.html").exists()
+    (tmp_path / "at.html").write_text(nested(100))
+    at = translate(model, "--input", tmp_path / "at.html", "--output", tmp_path / "at.de.html")
+    assert at.returncode == 0 and (tmp_path / "at.de.html").read_bytes() == expected(nested(100).encode(), "html", mt)
+    raised = translate(model, "--input", tmp_path / "deep.html", "--output", tmp_path / "deep.de.html",
+                       "--nesting-limit", "101")
+    assert raised.returncode == 0 and (tmp_path / "deep.de.html").read_bytes() == \
+        expected(nested(101).encode(), "html", mt)
     (tmp_path / "notes.md").write_text(TXT)  # another extension: plain text, as before
     plain = translate(model, "--input", tmp_path / "notes.md", "--output", tmp_path / "notes.de.md")
     assert plain.returncode == 0 and (tmp_path / "notes.de.md").read_bytes() == mt.translate_text(TXT).encode()
@@ -433,6 +447,39 @@ def test_the_server_answers_bad_files_and_limits_as_json_errors(short_mt, files_
     with served(short_mt, api_keys={"k": 0}) as client:
         assert send(client, "a.txt", S[0].encode()).status_code == 403
         assert send(client, "a.txt", S[0].encode(), api_key="k").status_code == 200
+
+
+def nested(depth):
+    """The issue's page: one sentence, its verb inside ``depth`` nested <b> elements."""
+    return f"<html><body><p>The small dog {'<b>' * depth}sees{'</b>' * depth} the red house.</p></body></html>"
+
+
+def test_a_page_nested_past_the_limit_is_refused_naming_the_file_and_the_limit(short_mt, files_dir):
+    """--nesting-limit (Limits.nesting_limit, 100 by default): a file or an HTML text whose inline elements
+    nest deeper is a 400 naming the file and the limit; one at the limit is translated as the API translates
+    it, and with 0 (no limit) so is the issue's page of 20,000."""
+    with served(short_mt) as client:
+        answer = send(client, "deep.html", nested(101).encode())
+        assert answer.status_code == 400 and list(answer.json()) == ["error"]
+        assert answer.json()["error"] == (
+            "Invalid request: deep.html: inline elements nested deeper than the limit of 100: '<b>' opens inside "
+            "100 others, at character 14 of a paragraph's text (--nesting-limit; 0: no limit)")
+        text = client.post("/translate", json={"q": nested(101), "source": "en", "target": "de", "format": "html"})
+        assert text.status_code == 400 and "nested deeper than the limit of 100" in text.json()["error"]
+        cue = "1\n00:00:01,000 --> 00:00:02,000\n" + "<i>" * 101 + "The dog." + "</i>" * 101 + "\n"
+        answer = send(client, "deep.srt", cue.encode())
+        assert answer.status_code == 400 and "deep.srt: inline elements nested deeper than the limit of 100: '<i>'" \
+            in answer.json()["error"]
+        answer = send(client, "at.html", nested(100).encode())
+        assert answer.status_code == 200, answer.text
+        got = client.get(answer.json()["translatedFileUrl"]).content
+        assert got == expected(nested(100).encode(), "html", short_mt)
+        assert left_in(files_dir) == []
+    with served(short_mt, nesting_limit=0) as client:
+        answer = send(client, "deep.html", nested(20000).encode())
+        assert answer.status_code == 200, answer.text
+        got = client.get(answer.json()["translatedFileUrl"]).content
+        assert got == expected(nested(20000).encode(), "html", short_mt) and got.count(b"<b>") == 20000
 
 
 def test_a_file_longer_than_the_text_box_and_the_queue_goes_through_in_parts(short_mt, files_dir):

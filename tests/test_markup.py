@@ -9,8 +9,12 @@ import re
 
 import pytest
 
-from fairseq_rope_text.html_text import html_parts
-from fairseq_rope_text.markup import Element, Translation, detag, inline_runs, join_pieces, pieces_of, project
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fairseq_rope_text.html_text import TAG, html_parts, without_tags
+from fairseq_rope_text.markup import (NESTING_LIMIT, Element, MarkupError, Translation, check_nesting, detag,
+                                      inline_runs, join_pieces, pieces_of, project)
 
 
 def words_of(subwords):
@@ -274,3 +278,96 @@ def test_a_list_marker_before_a_paragraphs_inline_tags_is_kept_and_not_translate
     out = join_pieces(items, iter([Translation("Der Hund rennt.", ["The", "dog", "runs."], ["Der", "Hund", "rennt."],
                                                [0, 1, 2])]), words_of)
     assert out == "<li>a) Der <b>Hund</b> rennt.</li>"
+
+
+# ---- deep and long markup: refused past the limit, otherwise each element in place ---------------------
+
+def nested(depth, tag="b"):
+    """The hostile page of the issue: one sentence, its verb inside ``depth`` nested elements."""
+    return f"<p>The small dog {f'<{tag}>' * depth}sees{f'</{tag}>' * depth} the red house.</p>"
+
+
+REVERSED = "house. red the sees dog small The".split()  # nested()'s sentence, its words reversed
+
+
+def test_elements_nested_past_the_limit_are_refused_naming_it_and_at_the_limit_each_lands_inside_its_parent():
+    """pieces_of's nesting_limit (the server's and fairseq-rope-translate's --nesting-limit, 100 by default):
+    a page one deeper is a MarkupError naming the limit (check_nesting finds it without splitting sentences;
+    a subtitle cue's tags count too); at the limit, and with no limit 20,000 deep (the issue's page), every
+    element comes back around the verb's translation, inside the others."""
+    assert NESTING_LIMIT == 100
+    says = r"inline elements nested deeper than the limit of 100: '<b>' opens inside 100 others, at character 14"
+    with pytest.raises(MarkupError, match=says):
+        pieces_of([nested(101)], "html", "en", nesting_limit=100)
+    with pytest.raises(MarkupError, match=says):
+        check_nesting(["<p>x</p>", nested(101)], "html", 100)
+    with pytest.raises(MarkupError, match="deeper than the limit of 3: '<i>' opens inside 3 others"):
+        check_nesting(["<i>a <i>b <i>c <i>d</i></i></i></i>"], "srt", 3)
+    check_nesting([nested(101)], "html", 0)  # (0: no limit)
+    check_nesting([nested(100)], "html", 100)
+    for depth, limit in ((100, 100), (20000, 0)):
+        [items] = pieces_of([nested(depth)], "html", "en", nesting_limit=limit)
+        [piece] = [item for item in items if not isinstance(item, str)]
+        assert piece.sentences == ["The small dog sees the red house."]
+        translation = Translation(" ".join(REVERSED), "The small dog sees the red house.".split(), REVERSED,
+                                  [6, 5, 4, 3, 2, 1, 0])
+        assert join_pieces(items, iter([translation]), words_of) == \
+            f"<p>house. red the {'<b>' * depth}sees{'</b>' * depth} dog small The</p>"
+
+
+def test_many_elements_across_many_sentences_each_land_on_their_words():
+    """A paragraph of 400 sentences, each word in its own element and the whole in one more (cut at every
+    sentence end), translated word for word in reverse order: each word's element on its translation."""
+    sentences = [[('W' if k == 0 else 'w') + f"{n}x{k}" for k in range(5)] for n in range(400)]
+    page = "<p><i>" + " ".join(" ".join(f"<b>{w}</b>" for w in words[:-1]) + f" <b>{words[-1]}</b>."
+                               for words in sentences) + "</i></p>"
+    [items] = pieces_of([page], "html", "en")
+    [piece] = [item for item in items if not isinstance(item, str)]
+    assert piece.sentences == [" ".join(words) + "." for words in sentences]
+    translations = [Translation(" ".join(words[::-1]) + " .", words[:-1] + [words[-1] + "."], words[::-1] + ["."],
+                                [4, 3, 2, 1, 0, 4]) for words in sentences]
+    out = join_pieces(items, iter(translations), words_of)
+    assert out == "<p>" + " ".join("<i>" + " ".join(f"<b>{w}</b>" for w in words[::-1]) + " .</i>"
+                                   for words in sentences) + "</p>"
+
+
+T6 = [f"T{n}" for n in range(6)]
+
+
+@pytest.mark.parametrize("page, translations, want", [
+    # siblings in their order: <u> (T1..T5) loses T3..T4 to <b>, then T1..T2 to <i> (T0..T2), and nothing is left
+    ("<p><b>q</b> <i>p</i> <u>c</u></p>", [(" ".join(T6), ["q", "p", "c"], T6, [1, 2, 1, 0, 0, 2])],
+     "<p><i>T0 T1 T2</i><u></u> <b>T3 T4</b> T5</p>"),
+    # the empty <b> inside <i> has <i> as its parent, not the empty <b> before <i> at the same place
+    ("<p>x <b></b><i><b></b>y</i></p>", [("Y X", ["x", "y"], ["Y", "X"], [1, 0])], "<p><i>Y</i><b></b> X<b></b></p>"),
+    # a <br> at the start of the second sentence, inside a <b> across the two, goes with the first
+    ("<p>y.<b><br>The </b>w.</p>",
+     [("T0 T1", ["y."], ["T0", "T1"], [0, 0]), ("U0 U1", ["The", "w."], ["U0", "U1"], [1, 0])],
+     "<p>T0 T1<br> U0 <b>U1</b></p>"),
+    # a void element after the last of the target words its word before aligns to
+    ("<p>z<br> y</p>", [("T0 T1 T2", ["z", "y"], ["T0", "T1", "T2"], [0, 1, 0])], "<p>T0 T1 T2<br></p>"),
+])
+def test_where_the_rules_order_decides(page, translations, want):
+    [items] = pieces_of([page], "html", "en")
+    assert join_pieces(items, iter(Translation(*t) for t in translations), words_of) == want
+
+
+def test_a_stray_lt_and_a_quote_never_closed_are_text_and_the_tags_after_them_are_tags():
+    """A "<" that opens no tag (its quote never closed, or no ">" after it) is text, the tags after it
+    found as before; 20,000 of them in a row (the regex's search read the rest of the text from each, 40
+    s for 80 KB) are text too."""
+    assert html_parts('<p>x <a "y <b>z</b> w</p>') == [
+        (False, "<p>"), (True, 'x <a "y '), (False, "<b>"), (True, "z"), (False, "</b>"), (True, " w"),
+        (False, "</p>")]
+    assert html_parts("<!-- a <b>c</b>") == [(False, "<!-- a <b>"), (True, "c"), (False, "</b>")]
+    for stray in ("<a" * 20000, "<!--" * 20000, "<a '" * 20001):
+        assert html_parts("<p>x <b>y</b> " + stray) == [
+            (False, "<p>"), (True, "x "), (False, "<b>"), (True, "y"), (False, "</b>"), (True, " " + stray)]
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(["<", ">", '"', "'", "a", " ", "<b>", "</b>", "<!--", "-->", "<![CDATA[", "]]>",
+                                 "<!", "<?", "</", "<a \"", "x=\"1 > 2\"", "\n"]), max_size=40).map("".join))
+def test_tags_are_what_the_tag_regex_finds(text):
+    """html_text's linear tag search finds what TAG.search finds, from the same places."""
+    assert without_tags(text) == TAG.sub("", text)
