@@ -193,7 +193,9 @@ def test_figures_compare_named_runs_against_the_first(recipe, tmp_path):
     table = (tmp_path / "cmp_by_length.md").read_text()
     assert table.startswith("## Tiny: quality by source length")
     assert re.search(r"^\| transformer \| [\d.]+ \[[\d.]+, [\d.]+\] \|", table, re.M)  # one seed: the 95% CI
-    assert re.search(r"^\| learned \| [\d.]+ \[[\d.]+, [\d.]+\] \([+-][\d.]+, p=[\d./]+", table, re.M)
+    # the difference with the bootstrap's interval and sacreBLEU's p
+    assert re.search(r"^\| learned \| [\d.]+ \[[\d.]+, [\d.]+\] \([+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\], "
+                     r"bootstrap p=[\d./]+", table, re.M)
     assert (tmp_path / "cmp_by_length.png").stat().st_size > 0 and (tmp_path / "cmp_curves.png").stat().st_size > 0
 
 
@@ -242,12 +244,19 @@ def test_seeds_train_a_run_per_seed_and_the_tables_give_their_mean(recipe, tmp_p
         assert float(row[3]) == pytest.approx(statistics.mean(chrf), abs=0.006)
         assert float(row[4]) == pytest.approx(statistics.stdev(chrf), abs=0.013)
     assert chrf[0] != chrf[1]  # the seeds' outputs differ where the metric can tell
-    assert re.search(r"^\| rope_transformer \| 1, 2 \| [\d.]+ ± [\d.]+ \([+-][\d.]+, p=(?:[\d.]+|1/\d+ \(floor\))\)", table, re.M)
+    # the difference, its 95% interval and Welch's two-sided p over the seeds (no p where neither system's
+    # seeds differ in the metric, as BLEU 0 for both tiny models: nothing to test against)
+    cells = re.search(r"^\| rope_transformer \| 1, 2 \| ([^|]+) \| ([^|]+) \|", table, re.M)
+    assert cells, table
+    difference = r"[\d.]+ ± [\d.]+ \([+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\](, p=[\d.]+)?\)"
+    assert all(re.fullmatch(difference, cell.strip()) for cell in cells.groups()), cells.groups()
+    assert re.fullmatch(difference, cells[2].strip())[1], "chrF's seeds differ: Welch's p expected"
 
     cmp = (tmp_path / "seeds_by_length.md").read_text()
-    assert "over seeds and test sentences" in cmp
+    assert "Welch's t-test with the seeds as the samples" in cmp and "p (exact permutation, two-sided; floor)" in cmp
     means = {name: statistics.mean(results[name, s]["chrf"] for s in (1, 2)) for name in ("transformer", "rope_transformer")}
-    row = re.search(r"^\| rope_transformer \| 2 \| [\d.]+ ± [\d.]+ \(.*?\) \| ([\d.]+) ± [\d.]+ \(([+-][\d.]+), p=", cmp, re.M)
+    row = re.search(r"^\| rope_transformer \| 2 \| [\d.]+ ± [\d.]+ \(.*?\) \| ([\d.]+) ± [\d.]+ \(([+-][\d.]+) "
+                    r"\[[+-][\d.]+, [+-][\d.]+\], p=", cmp, re.M)
     assert row, cmp
     assert float(row[1]) == pytest.approx(means["rope_transformer"], abs=0.006)
     assert float(row[2]) == pytest.approx(means["rope_transformer"] - means["transformer"], abs=0.011)
