@@ -292,6 +292,7 @@ def measure_overlap(raw_dir: str, src: str):
         raise InputError(PROG, f"{raw_dir}: no train.{src} (expected a corpus directory: train/valid/test.{src})")
     held = sorted(name[:-len(src) - 1] for name in os.listdir(raw_dir)
                   if name.endswith(f".{src}") and (name.startswith("test") or name == f"valid.{src}"))
+    training = read_lines(train, PROG)
     result = {}
     for split in held:
         docids = os.path.join(raw_dir, f"{split}.docids")
@@ -300,7 +301,7 @@ def measure_overlap(raw_dir: str, src: str):
         lines, ids = read_lines(os.path.join(raw_dir, f"{split}.{src}"), PROG), read_lines(docids, PROG)
         if len(lines) != len(ids):
             raise InputError(PROG, f"{docids}: {len(ids)} lines, {split}.{src} has {len(lines)}")
-        result[split] = overlap(lines, ids, read_lines(train, PROG))
+        result[split] = overlap(lines, ids, training)
     return result
 
 
@@ -503,12 +504,13 @@ def build(args):
         if cluster[k] not in home or rank[split] < rank[home[cluster[k]]]:
             home[cluster[k]] = split
     out = {s: ([], [], [], []) for s in splits}  # src, tgt, docid, agrees
-    dropped.update(duplicate=0, template_of_held_out_page=0, near_copy_of_held_out=0)
+    dropped.update(duplicate=0, near_copy_of_held_out=0)
+    moved = 0  # template pairs of held-out pages, kept in training
     seen = {s: set() for s in splits}
     for k, (page, row) in enumerate(flat):
         split = row_split[k]
         if split_of[page] != "train" and split == "train":
-            dropped["template_of_held_out_page"] += 1  # kept, in training: counted for the report only
+            moved += 1
         if home[cluster[k]] != split:
             dropped["near_copy_of_held_out"] += 1
             continue
@@ -519,7 +521,6 @@ def build(args):
         for values, value in zip(out[split], (row.source, row.target, page, row.agrees)):
             values.append(value)
         by_source[source_of[page]][split] = by_source[source_of[page]].get(split, 0) + 1
-    moved = dropped.pop("template_of_held_out_page")
     for stats in by_source.values():
         stats["kept"] = sum(stats.get(split, 0) for split in splits)
     for split in splits:
