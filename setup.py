@@ -9,7 +9,8 @@ setup(
     license="MIT",
     packages=find_packages(include=["fairseq_rope", "fairseq_rope.*", "fairseq_rope_cli", "fairseq_rope_cli.*",
                                     "fairseq_rope_text", "fairseq_rope_text.*", "fairseq_rope_server",
-                                    "fairseq_rope_server.*", "fairseq_rope_checkpoints"]),
+                                    "fairseq_rope_server.*", "fairseq_rope_checkpoints",
+                                    "fairseq_rope_translation", "fairseq_rope_translation.*"]),
     package_data={"fairseq_rope_server": ["web/index.html"]},
     python_requires=">=3.10,<3.14",
     install_requires=[
@@ -37,7 +38,7 @@ setup(
             "fairseq-rope-results = fairseq_rope_cli.results:main",
             "fairseq-rope-compare = fairseq_rope_cli.compare:main",
             "fairseq-rope-plot-training = fairseq_rope_cli.plot_training:main",
-            "fairseq-rope-ct2 = fairseq_rope_cli.ct2:main",
+            "fairseq-rope-ct2 = fairseq_rope_cli.ct2_convert:main",
             "fairseq-rope-ct2-generate = fairseq_rope_cli.ct2_generate:main",
             "fairseq-rope-checkpoint = fairseq_rope_cli.checkpoint:main",
             "fairseq-rope-progress = fairseq_rope_cli.progress:main",
@@ -46,6 +47,7 @@ setup(
             "fairseq-rope-translate = fairseq_rope_cli.translate:main",
             "fairseq-rope-serve = fairseq_rope_cli.serve:main",
             "fairseq-rope-corpus = fairseq_rope_cli.corpus:main",
+            "fairseq-rope-tune = fairseq_rope_cli.tune:main",
         ],
     },
     extras_require={

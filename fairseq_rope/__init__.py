@@ -45,11 +45,9 @@ from fairseq_rope_checkpoints import allow_fairseq_checkpoints  # noqa: E402
 
 allow_fairseq_checkpoints()
 
-from .attention import RotaryMultiheadAttention  # noqa: E402,F401
-from .model import RoPETransformerModel  # noqa: E402,F401
-from .linear_attention import RotaryLinearAttention  # noqa: E402,F401
-from .options import RopeOptions  # noqa: E402,F401
-from . import preprocessing  # noqa: E402,F401  --bpe recorded: the data's recorded preprocessing
-from .rotary import RotaryEmbedding, apply_rotary  # noqa: E402,F401
+from . import rope  # noqa: E402,F401  RoPE, a package of its own (fairseq_rope/rope/)
+from .rope import RopeOptions, RoPETransformerModel, RotaryEmbedding, RotaryLinearAttention  # noqa: E402,F401
+from .rope import RotaryMultiheadAttention, apply_rotary  # noqa: E402,F401
+from . import recorded_bpe  # noqa: E402,F401  --bpe recorded: the data's recorded preprocessing
 from .task import ResumableTranslationTask  # noqa: E402,F401
 from . import alibi, nope, shaw, t5_bias  # noqa: E402,F401  the other position encodings, one module each

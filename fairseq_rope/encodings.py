@@ -16,17 +16,18 @@ stack asks it for what the stack itself holds:
   * :attr:`PositionEncoding.stack_buffers`: state the stack saves with the model (RoPE's recorded
     training length), completed with its initial value in checkpoints saved without it;
   * :meth:`PositionEncoding.forward_inputs`: what the self-attentions need at each forward (RoPE's
-    random positions and per-sentence factors), passed to every layer's forward as its
-    ``position_inputs`` argument, which the layer gives its self-attention for that call; the
-    inputs named in :attr:`PositionEncoding.encoder_output_keys` are passed on to the decoder in the
+    random positions and per-sentence factors), a frozen
+    :class:`~fairseq_rope.self_attention.PositionInputs` (whose docstring says how it reaches them); the
+    fields named in :attr:`PositionEncoding.encoder_output_fields` are passed on to the decoder in the
     encoder's output.
 
 Everything else is fairseq's: embeddings, cross-attention, layer norms, incremental decoding,
 checkpoints, LayerDrop and activation checkpointing (which runs a layer's forward again in the backward
 with the arguments of its first run, position inputs included). There are no additive position
-embeddings unless ``--add-token-positional-embeddings``. An encoding is one module: its options (a
-frozen dataclass subclassing :class:`PositionEncoding`, field ``x`` the flag ``--<prefix>-x``), its
-attention term and its registration; it imports from this scaffold only.
+embeddings unless ``--add-token-positional-embeddings``. An encoding is one module (or, for RoPE, one
+package: fairseq_rope/rope/): its options (a frozen dataclass subclassing :class:`PositionEncoding`,
+field ``x`` the flag ``--<prefix>-x``), its attention term and its registration; it imports from this
+scaffold only.
 """
 
 import argparse
@@ -36,7 +37,7 @@ import logging
 import os
 import sys
 import typing
-from typing import Any, Callable, ClassVar, Dict, Optional, Tuple
+from typing import Callable, ClassVar, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -54,7 +55,7 @@ from fairseq.models.transformer import (
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 
-from .self_attention import SelfAttention
+from .self_attention import PositionInputs, SelfAttention
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +86,9 @@ class PositionEncoding:
     # state each stack saves with the model: buffer name -> its value before training (and in
     # checkpoints saved without it)
     stack_buffers: ClassVar[Dict[str, Callable[[], Tensor]]] = {}
-    # the forward inputs of the encoder (batch-first tensors, or None) that the decoder reads from the
-    # encoder's output, reordered with the beams
-    encoder_output_keys: ClassVar[Tuple[str, ...]] = ()
+    # fields of the encoder's forward inputs (batch-first tensors, or None) that the decoder reads from the
+    # encoder's output (fairseq's encoder_out, as <prefix>_<field>: encoder_output), reordered with the beams
+    encoder_output_fields: ClassVar[Tuple[str, ...]] = ()
     # settings for tiny models (a few tokens, d = 32), as the tests build every encoding: variant name ->
     # flags; empty: one variant, the encoding's defaults
     tiny_model_variants: ClassVar[Dict[str, Tuple[str, ...]]] = {}
@@ -148,10 +149,22 @@ class PositionEncoding:
 
     # ---- each forward ----
 
-    def forward_inputs(self, coder: nn.Module, tokens: Tensor, encoder_out: Optional[dict] = None) -> Dict[str, Any]:
+    def forward_inputs(self, coder: nn.Module, tokens: Tensor, encoder_out: Optional[dict] = None) -> PositionInputs:
         """What every self-attention of ``coder`` needs for this forward, from its input ``tokens`` (B x T)
         and, in the decoder, the encoder's output (the encoder: None). Nothing here."""
-        return {}
+        return PositionInputs()
+
+    def encoder_output_key(self, field: str) -> str:
+        """The key in fairseq's ``encoder_out`` of the encoder's input ``field``, one of
+        ``encoder_output_fields`` (another name is an error, not a value that is never there)."""
+        if field not in self.encoder_output_fields:
+            raise KeyError(f"{field!r} is not one of {type(self).__name__}.encoder_output_fields "
+                           f"{self.encoder_output_fields}")
+        return f"{self.prefix}_{field}"
+
+    def encoder_output(self, encoder_out: dict, field: str) -> Optional[Tensor]:
+        """The encoder's input ``field`` as the decoder reads it from ``encoder_out``, or None."""
+        return (encoder_out.get(self.encoder_output_key(field)) or [None])[0]
 
 
 class StackBias(PositionEncoding):
@@ -171,7 +184,7 @@ class StackBiasAttention(SelfAttention):
     """Self-attention whose logits get its stack's bias (T5, ALiBi), evaluated for its own queries
     and keys: in training in every layer that runs, and again when activation checkpointing recomputes
     one (so that the gradient reaches T5's table from each layer); without gradients (translation,
-    validation) once per forward of the stack, for all its layers (``inputs["stack_bias"]``, a cache
+    validation) once per forward of the stack, for all its layers (``inputs.stack_bias``, a cache
     the stack makes anew at each such forward)."""
 
     stack_bias: Optional[Callable[[int, int, int], Tensor]] = None  # the stack's module, see use_stack_bias
@@ -181,11 +194,11 @@ class StackBiasAttention(SelfAttention):
         a submodule, so that the bias is a parameter of the stack only (saved once, updated once)."""
         self.stack_bias = position_bias.forward
 
-    def position_logits(self, q: Tensor, past: int, S: int, inputs: Dict[str, Any]) -> Tensor:
+    def position_logits(self, q: Tensor, past: int, S: int, inputs: PositionInputs) -> Tensor:
         if self.stack_bias is None:
             raise RuntimeError(f"{type(self).__name__} is a layer of an encoder or decoder that owns its position "
                                "bias; built alone it has none")
-        cache, key = inputs.get("stack_bias"), (past, q.size(2), S)
+        cache, key = inputs.stack_bias, (past, q.size(2), S)
         if cache is None:
             return self.stack_bias(*key)
         if key not in cache:
@@ -210,11 +223,9 @@ def wrap_layer(layer, cfg):
 class EncodingLayer:
     """What the encoder's and the decoder's layers add to fairseq's: the self-attention the encoding
     builds (fairseq's ``build_self_attention`` hook), and this forward's position inputs as an argument
-    of the layer's forward. fairseq's layer calls its self-attention with fixed arguments, so the layer
-    gives them to it for the duration of that call (``SelfAttention.position_inputs``); activation
-    checkpointing's second run of the layer, in the backward, is called with the same arguments."""
+    of the layer's forward, given to its self-attention for that call (see :class:`PositionInputs`)."""
 
-    def forward(self, *args, position_inputs: Optional[Dict[str, Any]] = None, **kwargs):
+    def forward(self, *args, position_inputs: Optional[PositionInputs] = None, **kwargs):
         self.self_attn.position_inputs = position_inputs
         try:
             return super().forward(*args, **kwargs)
@@ -249,7 +260,7 @@ class Stack:
     each forward, no length limit without additive positions, and checkpoints of other models."""
 
     encoding: PositionEncoding
-    position_inputs: Optional[Dict[str, Any]] = None  # this forward's, while it runs (see run_layers_with)
+    position_inputs: Optional[PositionInputs] = None  # this forward's, while it runs (see run_layers_with)
 
     def build_positions(self, num_heads: int, causal: bool):
         for name, initial in self.encoding.stack_buffers.items():
@@ -264,16 +275,15 @@ class Stack:
         return args, {**kwargs, "position_inputs": self.position_inputs}
 
     @contextlib.contextmanager
-    def run_layers_with(self, inputs: Dict[str, Any]):
+    def run_layers_with(self, inputs: PositionInputs):
         """Runs fairseq's forward of the stack with its layers called with ``inputs`` (and, without
-        gradients, an empty cache for the stack's bias): an argument of each layer's call, and so of
-        activation checkpointing's second run of the layer in the backward. fairseq's loop calls each
-        layer with fixed arguments: a hook on each layer (as built, not as iterated: LayerDrop samples
+        gradients, an empty cache for the stack's bias) as their ``position_inputs`` (see
+        :class:`PositionInputs`): a hook on each layer (as built, not as iterated: LayerDrop samples
         them) adds them, for this forward only, and only where there is something to pass (most
         forwards of most encodings have nothing: fairseq's loop then runs as it is, as in beam search)."""
         if self.position_bias is not None and not torch.is_grad_enabled():
-            inputs = {**inputs, "stack_bias": {}}
-        if all(value is None for value in inputs.values()):
+            inputs = dataclasses.replace(inputs, stack_bias={})
+        if inputs.holds_nothing():
             yield
             return
         self.position_inputs = inputs
@@ -325,14 +335,14 @@ class Encoder(Stack, TransformerEncoderBase):
         inputs = self.encoding.forward_inputs(self, src_tokens)
         with self.run_layers_with(inputs):
             encoder_out = super().forward(src_tokens, *args, **kwargs)
-        for key in self.encoding.encoder_output_keys:
-            if inputs.get(key) is not None:
-                encoder_out[key] = [inputs[key]]
+        for field in self.encoding.encoder_output_fields:
+            if getattr(inputs, field) is not None:
+                encoder_out[self.encoding.encoder_output_key(field)] = [getattr(inputs, field)]
         return encoder_out
 
     def reorder_encoder_out(self, encoder_out, new_order):
         reordered = super().reorder_encoder_out(encoder_out, new_order)
-        for key in self.encoding.encoder_output_keys:
+        for key in map(self.encoding.encoder_output_key, self.encoding.encoder_output_fields):
             if encoder_out.get(key):
                 reordered[key] = [encoder_out[key][0].index_select(0, new_order)]
         return reordered

@@ -13,10 +13,9 @@ overrides one or more of three hooks, each a no-op here:
   * :meth:`position_values`: a term added to the output from the attention weights, Shaw's
     sum_j alpha_ij a^V_ij; an encoding that sets ``needs_weights`` always takes the written-out path.
 
-The first two also receive this forward's position inputs (``inputs``: what the encoding's
-``forward_inputs`` computed for the stack, e.g. RoPE's random positions in training), which the
-layer gives its self-attention for the duration of its call (:attr:`SelfAttention.position_inputs`;
-fairseq's layers call self-attention with fixed arguments); a self-attention called alone has none.
+The first two also receive this forward's position inputs (``inputs``, a :class:`PositionInputs`:
+what the encoding's ``forward_inputs`` computed for the stack, e.g. RoPE's random positions in
+training; how they get here is said there); a self-attention called alone has none.
 
 Positions are slot indices: the T new queries are at past .. past+T-1 (past = cached keys), the S keys
 at 0 .. S-1. Padding is masked, and every encoding here depends on i - j only, so a left-padded
@@ -36,7 +35,8 @@ Two ways to attend, chosen by one visible condition in :meth:`forward`:
     (``need_weights``, ``need_head_weights``) or the scores (``before_softmax``), as fairseq returns them.
 """
 
-from typing import Any, Dict, Optional, Tuple
+import dataclasses
+from typing import ClassVar, Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +44,30 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PositionInputs:
+    """What one forward of an encoder or a decoder hands each of its self-attentions: made by its
+    encoding (``PositionEncoding.forward_inputs``; an encoding with inputs of its own returns a
+    subclass with them as fields, RoPE's ``RopeInputs``), read by the self-attention's hooks. None in a
+    field: nothing for this forward.
+
+    How they reach the self-attention, the one way there is: fairseq's stack calls its layers, and
+    each layer its self-attention, with fixed arguments. So the stack (``Stack.run_layers_with``)
+    registers a forward pre-hook on each of its layers for the duration of its forward, which adds
+    ``position_inputs=`` to the layer's call (an argument, so that activation checkpointing's second
+    run of the layer in the backward gets the same inputs), and only where a field holds something;
+    the layer (``EncodingLayer.forward``) sets its self-attention's :attr:`SelfAttention.position_inputs`
+    for the duration of fairseq's forward of the layer and clears it after; the self-attention passes
+    them to its hooks (:meth:`SelfAttention.inputs`)."""
+
+    # the stack's position bias (StackBias) by (past, T, S), each 1 x H x T x S: a cache that the stack
+    # makes anew at each forward without gradients, so that its layers evaluate the bias once
+    stack_bias: Optional[Dict[Tuple[int, int, int], Tensor]] = None
+
+    def holds_nothing(self) -> bool:
+        return all(getattr(self, field.name) is None for field in dataclasses.fields(self))
 
 
 class SelfAttention(MultiheadAttention):
@@ -57,7 +81,8 @@ class SelfAttention(MultiheadAttention):
 
     needs_weights = False  # True: position_values needs the attention weights (no SDPA)
     # this forward's position inputs, set by the layer for the duration of its call (None: none)
-    position_inputs: Optional[Dict[str, Any]] = None
+    position_inputs: Optional[PositionInputs] = None
+    no_inputs: ClassVar[PositionInputs] = PositionInputs()  # the hooks' inputs without any (a subclass's own type)
 
     def __init__(self, embed_dim: int, num_heads: int, causal: bool = False, dropout: float = 0.0,
                  bias: bool = True, q_noise: float = 0.0, qn_block_size: int = 8):
@@ -66,12 +91,16 @@ class SelfAttention(MultiheadAttention):
         self.causal = causal
         self.packed = q_noise == 0  # one GEMM for q, k, v (see split_heads)
 
-    def position_queries_keys(self, qk: Tensor, past: int, inputs: Dict[str, Any]) -> Tensor:
+    def inputs(self) -> PositionInputs:
+        """This call's position inputs (see :class:`PositionInputs`), or ``no_inputs``."""
+        return self.no_inputs if self.position_inputs is None else self.position_inputs
+
+    def position_queries_keys(self, qk: Tensor, past: int, inputs: PositionInputs) -> Tensor:
         """q and k (B x 2H x T x D: the queries' heads, then the keys') of the tokens at past .. past+T-1,
         as they are attended and cached."""
         return qk
 
-    def position_logits(self, q: Tensor, past: int, S: int, inputs: Dict[str, Any]) -> Optional[Tensor]:
+    def position_logits(self, q: Tensor, past: int, S: int, inputs: PositionInputs) -> Optional[Tensor]:
         """Added to the logits (after the 1/sqrt(d) scaling): B or 1 x H x T x S, or None."""
         return None
 
@@ -93,7 +122,7 @@ class SelfAttention(MultiheadAttention):
         need_head_weights: bool = False,
     ) -> Tuple[Tensor, Optional[Tensor]]:
         """query: T x B x C (key = value = query). Returns (T x B x C, weights or None)."""
-        inputs = self.position_inputs or {}
+        inputs = self.inputs()
         self.check_self_attention(query, key, value, static_kv, incremental_state, inputs)
         saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
         past = 0 if saved.get("prev_key") is None else saved["prev_key"].size(2)

@@ -171,14 +171,3 @@ def longest_training_source(encoder, data_bin: str, source_lang: str, target_lan
             dataset = data_utils.load_indexed_dataset(path, encoder.dictionary)  # (its sizes live in its mmap)
             return int(dataset.sizes.max())
     return None
-
-
-def say_long_sentences(lengths, longest):
-    """One line on stderr for each sentence longer than ``longest`` subwords (with its end of sentence):
-    no boundary to split it at, it is translated as it is."""
-    import sys
-
-    for n, length in enumerate(lengths, 1):
-        if longest and length > longest:
-            print(f"[fairseq-rope] sentence {n} has {length} subwords, more than the longest training source "
-                  f"({longest}): no sentence boundary to split it at; translated as it is", file=sys.stderr)

@@ -8,7 +8,7 @@ One module per command, each with ``main(argv=None)``, also runnable as ``python
     fairseq-rope-results         results.py        result JSONs -> one markdown table
     fairseq-rope-compare         compare.py        runs by source length, paired bootstrap, table and plot
     fairseq-rope-plot-training   plot_training.py  fairseq-train logs -> loss and BLEU curves
-    fairseq-rope-ct2             ct2.py            rope_transformer / transformer checkpoint -> CTranslate2 model
+    fairseq-rope-ct2             ct2_convert.py    a checkpoint -> CTranslate2 model (fairseq_rope_translation.ct2_export)
     fairseq-rope-ct2-generate    ct2_generate.py   beam search with CTranslate2, printed as fairseq-generate prints it
     fairseq-rope-checkpoint      checkpoint.py     a run's checkpoints for the recipe: resume point, final name, fit
     fairseq-rope-progress        progress.py       a fairseq command's output to its log, progress lines to the terminal

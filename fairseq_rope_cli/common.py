@@ -153,7 +153,7 @@ def documents_argument(prog: str, flag: str, path: str, expected_lines: int, tex
 
 
 def add_model_arguments(ap):
-    """The options that load a trained model for the document commands (fairseq_rope.hub.load_translator)."""
+    """The options that load a trained model for the document commands (fairseq_rope_translation.loader)."""
     ap.add_argument("--checkpoint", required=True, help="a model checkpoint (e.g. checkpoint_avg_last5.pt)")
     ap.add_argument("--data-bin", required=True,
                     help="the fairseq-preprocess directory with its dictionaries and the preprocessing prepare.sh "
@@ -212,7 +212,7 @@ def load_model(args, prog: str, record):
     if not isinstance(overrides, dict):
         raise InputError(prog, f"--model-overrides must be a Python dict, got {args.model_overrides!r}")
     from fairseq_rope_checkpoints import CheckpointError
-    from fairseq_rope.hub import load_translator
+    from fairseq_rope_translation.loader import load_translator
 
     try:
         return load_translator(os.path.dirname(os.path.abspath(args.checkpoint)), args.data_bin,

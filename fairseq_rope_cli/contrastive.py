@@ -64,8 +64,6 @@ def table(result) -> str:
 
 def main(argv=None):
     args = parse_args(argv)
-    from fairseq_rope.documents import ContextTranslator
-
     if not os.path.isfile(args.json):
         raise InputError(PROG, f"--json file not found: {args.json}")
     for flag, path in (("--scores", args.scores), ("--out-json", args.out_json)):
@@ -112,11 +110,11 @@ def main(argv=None):
         if args.context > args.context_lines:
             print(f"[{PROG}] the model takes {args.context} context sentences; the files hold "
                   f"{args.context_lines}: each line is scored with those", file=sys.stderr)
-    hub = load_model(args, PROG, record)
+    mt = load_model(args, PROG, record)  # (the record's context: args.context)
     src, tgt = args.source_lang, args.target_lang
     items = [(*without_padding(contexts[src][i], contexts[tgt][i]), text[src][i], text[tgt][i]) for i in range(n_lines)]
     try:
-        scores = ContextTranslator(hub, args.context).score(items, batch_size=args.batch_size)
+        scores = mt.score_in_context(items, batch_size=args.batch_size)
     except DocumentError as error:
         raise InputError(PROG, str(error)) from None
     result = contrastive_accuracy(entries, scores)

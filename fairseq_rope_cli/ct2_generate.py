@@ -78,7 +78,7 @@ def main(argv=None):
     from fairseq.data import Dictionary
     from fairseq.data.data_utils import post_process
 
-    from fairseq_rope.ct2 import CTranslate2Translator, subword_text
+    from fairseq_rope_translation.ct2_engine import CTranslate2Translator, subword_text
 
     try:
         mt = CTranslate2Translator(args.model_dir, device=args.device, compute_type=args.compute_type,

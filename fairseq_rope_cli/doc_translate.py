@@ -55,8 +55,6 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    from fairseq_rope.documents import ContextTranslator
-
     if not os.path.isfile(args.input):
         raise InputError(PROG, f"--input file not found: {args.input}")
     for flag, path in (("--output", args.output), ("--generate-output", args.generate_output),
@@ -70,23 +68,22 @@ def main(argv=None):
             raise InputError(PROG, f"the model takes {args.context} sentences of context ({record.origin}): "
                                    f"give --docids (which lines form a document)")
         spans = [(i, i + 1) for i in range(len(lines))]
-    hub = load_model(args, PROG, record)
+    mt = load_model(args, PROG, record)  # (the record's context: args.context)
     try:
-        translator = ContextTranslator(hub, args.context)
         start = time.perf_counter()
-        documents = translator.translate_documents_ids([lines[a:b] for a, b in spans], args.beam, args.lenpen,
+        documents = mt.translate_documents_ids([lines[a:b] for a, b in spans], args.beam, args.lenpen,
                                                        args.max_len_b, args.batch_size)
     except DocumentError as error:
         raise InputError(PROG, str(error)) from None
     seconds = time.perf_counter() - start
     flat = [out for doc in documents for out in doc]
-    texts = [translator.detokenize(ids) for ids, _ in flat]
+    texts = [mt.detokenized(ids) for ids, _ in flat]
     if args.output:
         write_lines(args.output, texts)
     else:
         sys.stdout.writelines(t + "\n" for t in texts)
     if args.generate_output:
-        write_lines(args.generate_output, [f"H-{i}\t{score:.6f}\t{translator.tokenized(ids)}"
+        write_lines(args.generate_output, [f"H-{i}\t{score:.6f}\t{mt.tokenized(ids)}"
                                            for i, (ids, score) in enumerate(flat)])
     info = {"sentences": len(lines), "documents": len(spans), "context": args.context, "beam": args.beam,
             "lenpen": args.lenpen, "seconds": round(seconds, 3),

@@ -29,6 +29,8 @@ import logging
 import os
 import sys
 
+from fairseq_rope_translation.model_files import EXPORT_ON_FAIRSEQ, model_files
+
 from .common import AVERAGED, InputError, argument_parser, model_checkpoint
 
 PROG = "fairseq-rope-serve"
@@ -116,11 +118,12 @@ def check_models(args):
         model_dir, data_bin = given[0], (given[1] if len(given) == 2 else None)
         if not os.path.isdir(model_dir):
             raise InputError(PROG, f"--model directory not found: {model_dir}")
+        files = model_files(model_dir, data_bin, args.backend)
         if data_bin is None:
-            if not os.path.isfile(os.path.join(model_dir, "model.bin")):
+            if not files.export:
                 raise InputError(PROG, f"--model {model_dir}: no model.bin, so not a fairseq-rope-ct2 export; a "
                                        "checkpoints directory needs its data-bin: --model MODEL_DIR DATA_BIN")
-            if args.backend == "fairseq":
+            if files.misfit == EXPORT_ON_FAIRSEQ:
                 raise InputError(PROG, f"--model {model_dir} is a CTranslate2 export: not with --backend fairseq")
             found.append((model_dir, None, None))
             continue
@@ -156,7 +159,7 @@ def main(argv=None):
     except ImportError as error:
         raise InputError(PROG, f"{error.name} is not installed: pip install 'fairseq-rope[serve]'") from None
     from fairseq_rope_checkpoints import CheckpointError
-    from fairseq_rope.hub import check_device, load_translator
+    from fairseq_rope_translation.loader import check_device, load_translator
 
     # fairseq, as it is imported, has every library log to stderr from DEBUG (fairseq's lines of each beam
     # search among them); the server's own lines go through uvicorn's handler (below), at any level
@@ -203,6 +206,8 @@ def main(argv=None):
     # the server's line per request (fairseq_rope_server.app) as uvicorn writes its own, on stderr
     log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
     log_config["loggers"]["fairseq_rope_server.app"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    # and the library's (which engine loads each model, why not the other) levelled beside them
+    log_config["loggers"]["fairseq_rope_translation"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     uvicorn.run(make_app([], limits, load=load), host=args.host, port=args.port, log_level="info", access_log=False,
                 log_config=log_config, timeout_graceful_shutdown=int(args.timeout) + 5)
 

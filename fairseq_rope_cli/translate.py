@@ -45,6 +45,8 @@ import os
 import sys
 import time
 
+from fairseq_rope_translation.model_files import model_files
+
 from .common import (AVERAGED, InputError, argument_parser, atomic_output, check_output_file, model_checkpoint,
                      write_lines)
 
@@ -203,13 +205,14 @@ def main(argv=None):
         raise InputError(PROG, f"--nesting-limit must be >= 0, got {args.nesting_limit}")
     if not os.path.isdir(args.model_dir):
         raise InputError(PROG, f"--model-dir directory not found: {args.model_dir}")
-    exported = os.path.isfile(os.path.join(args.model_dir, "model.bin"))  # a fairseq-rope-ct2 export
+    files = model_files(args.model_dir, args.data_bin, args.backend)
+    exported = files.export  # a fairseq-rope-ct2 export
     if exported:
-        if args.data_bin or args.checkpoint_file or args.backend == "fairseq":
+        if files.misfit or args.checkpoint_file:
             raise InputError(PROG, f"--model-dir {args.model_dir} is a CTranslate2 export, with its model, dictionaries "
                                    "and record: leave out --data-bin, --checkpoint-file and --backend fairseq")
     else:
-        if not args.data_bin:
+        if files.misfit:
             raise InputError(PROG, f"--data-bin is needed with the checkpoints of --model-dir {args.model_dir} (the "
                                    "dictionaries and the record)")
         if not os.path.isdir(args.data_bin):
@@ -231,7 +234,7 @@ def main(argv=None):
         raise InputError(PROG, f"--data-bin {args.data_bin} has no dict.*.txt: not a data-bin (fairseq-preprocess's "
                                "output, with the dictionaries the model was trained with)")
     from fairseq_rope_checkpoints import CheckpointError
-    from fairseq_rope.hub import check_device, load_translator
+    from fairseq_rope_translation.loader import check_device, load_translator
 
     try:
         check_device(args.device)

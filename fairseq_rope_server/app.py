@@ -50,7 +50,8 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from fairseq_rope_text import files
-from fairseq_rope_text.markup import NESTING_LIMIT, MarkupError, join_pieces, needs_alignment, pieces_of
+from fairseq_rope_text.markup import NESTING_LIMIT, MarkupError
+from fairseq_rope_translation.texts import SplitTexts
 
 LOG = logging.getLogger(__name__)  # one INFO line per request; tracebacks of internal errors
 MAX_DEPTH = 32  # arrays and objects in one another in a JSON body (a request needs 2)
@@ -87,7 +88,8 @@ class Limits:
 
 
 class ServedModel:
-    """A loaded translator (fairseq_rope.translator.TranslatorInterface, on either engine) as the server uses it."""
+    """A loaded translator (fairseq_rope_translation.interface.TranslatorInterface, on either engine) as the server
+    uses it."""
 
     def __init__(self, translator, beam: Optional[int] = None):
         self.translator = translator
@@ -448,7 +450,7 @@ class Server:
 
     async def translated(self, model: ServedModel, texts: List[str], fmt: str, n: int = 1,
                          in_parts: bool = False, name: str = "") -> List[List[str]]:
-        """``texts`` (``fmt``: "text", "html", or a subtitle format: fairseq_rope_text.markup.pieces_of) translated
+        """``texts`` (``fmt``: "text", "html", or a subtitle format: fairseq_rope_translation.texts.SplitTexts) translated
         by ``model`` through its queue (the request's limits checked before): for k < ``n``, every text with
         each sentence's k-th best translation. ``in_parts`` (a file): sentences past what the queue holds go
         in parts, each waiting for room in the queue and answered within --timeout, in order. ``name``: the
@@ -456,13 +458,12 @@ class Server:
         file's reading and writing: the loop answers other requests meanwhile."""
         # every text (each paragraph of an HTML text, its inline markup taken out) split into sentences
         try:
-            documents = await asyncio.to_thread(pieces_of, texts, fmt, model.source,
-                                                nesting_limit=self.limits.nesting_limit)
+            split = await asyncio.to_thread(SplitTexts, texts, fmt, model.source,
+                                            nesting_limit=self.limits.nesting_limit)
         except MarkupError as error:
             raise Failure(400, f"Invalid request: {name + ': ' if name else ''}{error} (--nesting-limit; 0: no "
                                "limit)") from None
-        sentences = [s for items in documents for item in items if not isinstance(item, str) for s in item.sentences]
-        align = needs_alignment(documents)
+        sentences, align = split.sentences, split.align
         batcher = self.batchers[(model.source, model.target)]
         busy = Failure(503, f"the server is busy ({self.limits.queue_size} sentences are waiting at most); try "
                             "again", {"Retry-After": "1"})
@@ -476,14 +477,14 @@ class Server:
         size = self.limits.queue_size
         for start in range(0, len(sentences), size) if sentences else [0]:
             part = sentences[start:start + size]
-            waited = 0.0
-            while in_parts and batcher.size + len(part) > size and waited < self.limits.timeout:
-                await asyncio.sleep(0.05)  # (a file's part waits for room in the queue)
-                waited += 0.05
             inputs = await asyncio.to_thread(lambda sentences: [model.encode(s) for s in sentences], part)
             job = Job(part, inputs, n, loop, loop.create_future(), align)
-            if not batcher.submit(job):
-                raise busy
+            waited = 0.0
+            while not batcher.submit(job):  # a file's part waits for room in the queue, up to --timeout
+                if not in_parts or waited >= self.limits.timeout:
+                    raise busy
+                await asyncio.sleep(0.05)
+                waited += 0.05
             try:
                 results += await asyncio.wait_for(job.future, self.limits.timeout)
             except asyncio.TimeoutError:
@@ -495,8 +496,7 @@ class Server:
 
         def text_of(k: int) -> List[str]:
             """Every text with each sentence's k-th translation (the best where there are fewer)."""
-            chosen = iter([r[min(k, len(r) - 1)] for r in results])
-            return [join_pieces(items, chosen, model.translator.preprocessing.words) for items in documents]
+            return split.join([r[min(k, len(r) - 1)] for r in results], model.translator.preprocessing.words)
 
         return await asyncio.to_thread(lambda: [text_of(k) for k in range(n)])
 
@@ -509,7 +509,9 @@ class Server:
         return JSONResponse({"status": "ok", "models": [f"{s}-{t}" for s, t in self.models],
                              "translated": {f"{s}-{t}": {"sentences": b.sentences, "batches": b.batches,
                                                            "seconds": round(b.seconds, 3)}
-                                            for (s, t), b in self.batchers.items()}})
+                                            for (s, t), b in self.batchers.items()},
+                             "queue": {f"{s}-{t}": {"sentences": b.size, "jobs": len(b.waiting)}
+                                       for (s, t), b in self.batchers.items()}})
 
     async def settings(self, request: Request):
         first = next(iter(self.models.values()))

@@ -9,7 +9,8 @@ on both sides, by one separator token (k-to-k; Tiedemann & Scherrer 2017, Junczy
 Documents are given by ids, one per sentence (a ``.docids`` file beside a text file, as
 ``sacrebleu --echo docid`` prints them for WMT test sets); a document's sentences are consecutive.
 Only the standard library: the commands that read documents (fairseq-rope-prep, -score) start at
-once; translation in context is fairseq_rope.documents, which reads this format from here.
+once; translation in context is fairseq_rope_translation.fairseq_engine, which reads this format from
+here.
 """
 
 from typing import Dict, List, Optional, Sequence, Tuple

@@ -355,7 +355,8 @@ def read(path: str) -> Preprocessing:
         origin=path)
 
 
-def _recipe_env(data_bin: str) -> Dict[str, str]:
+def recipe_env(data_bin: str) -> Dict[str, str]:
+    """The settings prepare.sh wrote into ``data_bin/recipe.env`` (NAME=value a line; {} without the file)."""
     path = os.path.join(data_bin, "recipe.env")
     if not os.path.isfile(path):
         return {}
@@ -419,7 +420,7 @@ def _without_record(data_bin, source_lang, target_lang, bpe_codes, sentencepiece
     then, as far as the data-bin tells (recipe.env's PRETOKENIZER and CONTEXT, its codes or spm.model; the
     vocabulary files were not kept, so no filter). Said in one line on stderr, with the command that
     writes the record."""
-    env = _recipe_env(data_bin)
+    env = recipe_env(data_bin)
     if source_lang is None or target_lang is None:
         pair = env.get("SRC"), env.get("TGT")
         source_lang, target_lang = pair if all(pair) else _language_pair(data_bin)

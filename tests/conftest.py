@@ -15,7 +15,7 @@ import torch
 # The fused rotation's Triton kernel (--rope-rotation triton) runs on CPU tensors through Triton's
 # interpreter, which must be chosen before triton is imported (the kernel is built for it then). Where the
 # interpreter is on, "auto" takes the kernel on the CPU too: far too slow for every model of the suite, so
-# after the import it is off again (fused_rotary.INTERPRET, and for the commands the tests start) and
+# after the import it is off again (rope/fused_rotary.py's INTERPRET, and for the commands the tests start) and
 # tests/test_fused_rotary.py turns it on for its own tests. A GPU machine runs the kernel natively
 # (tests/test_cuda.py).
 INTERPRETER = not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "1") == "1"
@@ -23,11 +23,11 @@ if INTERPRETER:
     os.environ["TRITON_INTERPRET"] = "1"
 
 import fairseq_rope  # the installed plugin (pip install -e .); registers the model
-import fairseq_rope.fused_rotary
+import fairseq_rope.rope.fused_rotary
 
 if INTERPRETER:
     del os.environ["TRITON_INTERPRET"]
-    fairseq_rope.fused_rotary.INTERPRET = False
+    fairseq_rope.rope.fused_rotary.INTERPRET = False
 import forked  # noqa: E402  (commands in new processes without a new interpreter)
 import kerple  # a sixth encoding, the tests' own: every registry-driven test covers it
 from fairseq import options, tasks

@@ -9,10 +9,10 @@ import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 
 from conftest import random_tokens
-from fairseq_rope import rotary as rotary_module
-from fairseq_rope.attention import RotaryMultiheadAttention
-from fairseq_rope.options import RopeOptions
-from fairseq_rope.rotary import swap_pairs
+from fairseq_rope.rope import rotary as rotary_module
+from fairseq_rope.rope.attention import RotaryMultiheadAttention
+from fairseq_rope.rope import RopeOptions
+from fairseq_rope.rope.rotary import swap_pairs
 
 C, H = 32, 4
 

@@ -145,7 +145,7 @@ def test_python_api_device_follows_torch(data, trained, monkeypatch):
 
     moved = []
     monkeypatch.setattr(hub.Translator, "to", lambda self, device: moved.append(device) or self)
-    monkeypatch.setattr(hub.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     load = dict(checkpoint_file="checkpoint_last.pt", tokenizer=None, backend="fairseq")
     hub.load_translator(trained, data / "bin", **load)
     hub.load_translator(trained, data / "bin", **load, device="cpu")

@@ -17,7 +17,7 @@ COMMANDS = {  # command: module, words its --help must show
     "fairseq-rope-results": ("results", ["RESULT.json", "--output"]),
     "fairseq-rope-compare": ("compare", ["--hyp", "--result", "--buckets", "paired bootstrap"]),
     "fairseq-rope-plot-training": ("plot_training", ["NAME=PATH", "--loss", "--log-format json"]),
-    "fairseq-rope-ct2": ("ct2", ["--checkpoint", "--data-bin", "--output-dir", "--quantization", "int8", "--force",
+    "fairseq-rope-ct2": ("ct2_convert", ["--checkpoint", "--data-bin", "--output-dir", "--quantization", "int8", "--force",
                                  "--bpe-codes", "--sentencepiece-model", "weights_only"]),
     "fairseq-rope-ct2-generate": ("ct2_generate", ["CT2_DIR", "--data-bin", "--input", "--gen-subset", "--beam",
                                                    "--lenpen", "--remove-bpe", "--compute-type", "--threads",

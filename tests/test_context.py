@@ -16,7 +16,6 @@ import torch
 
 from conftest import run_main, untrained_checkpoint
 
-from fairseq_rope.documents import ContextTranslator
 from fairseq_rope.encodings import ENCODINGS
 from fairseq_rope.hub import load_translator
 from fairseq_rope_cli import doc_translate, prep
@@ -69,9 +68,8 @@ def data(tmp_path_factory):
 
 def translator_for(data, k):
     dirs, checkpoint = data
-    hub = load_translator(str(checkpoint.parent), str(dirs[k]), checkpoint_file=checkpoint.name, device="cpu",
-                          backend="fairseq")  # (fairseq's model, for every context k)
-    return ContextTranslator(hub)
+    return load_translator(str(checkpoint.parent), str(dirs[k]), checkpoint_file=checkpoint.name, device="cpu",
+                           backend="fairseq")  # (fairseq's model, for every context k)
 
 
 @pytest.mark.parametrize("k", CONTEXTS)
@@ -152,7 +150,7 @@ def test_no_empty_translation_after_a_forced_context(data):
     """A model that favours the end of sentence still writes at least one token for every sentence, as
     fairseq's --min-len 1 gives it alone (fairseq applies min_len only when no prefix is forced)."""
     translator = translator_for(data, 2)
-    model = translator.hub.models[0]
+    model = translator.models[0]
     eos = translator.tgt_dict.eos()
     projection = model.decoder.output_projection
     biased = torch.nn.Linear(projection.in_features, projection.out_features, bias=True)
@@ -171,9 +169,9 @@ def test_no_empty_translation_after_a_forced_context(data):
 
 def test_a_context_that_contradicts_the_record_is_refused(data, tmp_path):
     dirs, checkpoint = data
-    hub = translator_for(data, 2).hub
+    translator = translator_for(data, 2)
     with pytest.raises(DocumentError, match=r"context 3, but .*k2/preprocessing.json records 2 sentences"):
-        ContextTranslator(hub, 3)
+        translator.translate_documents([["a0 b"]], context=3)
     (tmp_path / "in.src").write_text("a0 b\n")
     (tmp_path / "docids").write_text("d\n")
     out = run_main(doc_translate.main, "--checkpoint", checkpoint, "--data-bin", dirs[2], "--context", 1,
@@ -193,9 +191,8 @@ def test_batched_translation_equals_one_sentence_at_a_time(data, arch, k, tmp_pa
     gets a translation."""
     dirs, _ = data
     checkpoint = untrained_checkpoint(dirs[0], tmp_path / "checkpoint.pt", "src", "tgt", arch=arch, seed=3)
-    hub = load_translator(str(tmp_path), str(dirs[k]), checkpoint_file=checkpoint.name, device="cpu",
-                          backend="fairseq")  # (fairseq's model, for every context k)
-    translator = ContextTranslator(hub)
+    translator = load_translator(str(tmp_path), str(dirs[k]), checkpoint_file=checkpoint.name, device="cpu",
+                                 backend="fairseq")  # (fairseq's model, for every context k)
     src, tgt = documents_for(k)
     batched = translator.translate_documents_ids(src, max_len_b=4, batch_size=64)
     alone = translator.translate_documents_ids(src, max_len_b=4, batch_size=1)
@@ -204,7 +201,8 @@ def test_batched_translation_equals_one_sentence_at_a_time(data, arch, k, tmp_pa
     assert max(len(ids) for doc in batched for ids, _ in doc) <= 4
     assert [len(doc) for doc in batched] == [len(doc) for doc in src] and all(ids for doc in batched for ids, _ in doc)
     items = [(src[d][:i], tgt[d][:i], src[d][i], tgt[d][i]) for d in range(len(src)) for i in range(len(src[d]))]
-    assert translator.score(items, batch_size=64) == pytest.approx(translator.score(items, batch_size=1), abs=1e-4)
+    assert translator.score_in_context(items, batch_size=64) == pytest.approx(
+        translator.score_in_context(items, batch_size=1), abs=1e-4)
 
 
 def test_scores_are_the_sentences_log_probabilities_in_any_batch(data):
@@ -214,9 +212,9 @@ def test_scores_are_the_sentences_log_probabilities_in_any_batch(data):
     translator = translator_for(data, 2)
     src, tgt = documents_for(2)
     items = [(src[d][:i], tgt[d][:i], src[d][i], tgt[d][i]) for d in range(len(src)) for i in range(len(src[d]))]
-    batched = translator.score(items, batch_size=64)
-    assert batched == pytest.approx([translator.score([item], batch_size=1)[0] for item in items], abs=1e-4)
-    model = translator.hub.models[0]
+    batched = translator.score_in_context(items, batch_size=64)
+    assert batched == pytest.approx([translator.score_in_context([item], batch_size=1)[0] for item in items], abs=1e-4)
+    model = translator.models[0]
     by_hand = []
     for (source, prefix, target), (_, _, _, sentence) in zip(translator.score_inputs(items), items):
         previous = [translator.tgt_dict.eos()] + target[:-1]
@@ -229,7 +227,7 @@ def test_scores_are_the_sentences_log_probabilities_in_any_batch(data):
 
 
 def test_a_translation_is_what_follows_the_last_separator():
-    from fairseq_rope.documents import last_segment
+    from fairseq_rope_translation.fairseq_engine import last_segment
 
     assert last_segment([5, 9, 6, 9, 7, 8], 9) == [7, 8]
     assert last_segment([5, 6], 9) == [5, 6]

@@ -13,7 +13,7 @@ import torch
 from conftest import REVERSAL_MODELS, REVERSAL_TRAIN, USER_DIR, run_main
 from conftest import run_tool as run
 from fairseq_rope_checkpoints import load_checkpoint
-from fairseq_rope_cli import ct2 as ct2_command
+from fairseq_rope_cli import ct2_convert as ct2_command
 from fairseq_rope_text import preprocessing
 
 ctranslate2 = pytest.importorskip("ctranslate2")  # in the test extras; skipped only where it cannot install
@@ -220,6 +220,8 @@ def test_export_refuses_other_dictionaries_existing_output_and_unsafe_checkpoint
 
 
 def test_export_replaces_only_with_force_and_a_failed_export_leaves_nothing(data, models, tmp_path, monkeypatch):
+    from ctranslate2.specs import transformer_spec
+
     from fairseq_rope import ct2
 
     out = tmp_path / "model"
@@ -237,7 +239,7 @@ def test_export_replaces_only_with_force_and_a_failed_export_leaves_nothing(data
             f.write(b"partial")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(ct2.transformer_spec.TransformerSpec, "save", broken_save)
+    monkeypatch.setattr(transformer_spec.TransformerSpec, "save", broken_save)
     with pytest.raises(OSError, match="No space left"):
         ct2.export(str(models["baseline"]), str(data / "bin"), str(out), force=True)
     assert (out / "model.bin").read_bytes() == first  # the old model is untouched
@@ -336,7 +338,7 @@ def test_the_export_is_kept_per_checkpoint_content_and_a_damaged_one_is_made_aga
     new checkpoint at the same path is exported again and the old export removed; an export that
     CTranslate2 cannot load is said in one line and made again; where beside the checkpoint cannot
     be written, the user's cache ($XDG_CACHE_HOME) is used; FAIRSEQ_ROPE_CT2_CACHE chooses."""
-    from fairseq_rope import ct2
+    from fairseq_rope_translation import ct2_cache
     from fairseq_rope.hub import load_translator
 
     sources = (data / "raw.src").read_text().splitlines()[:40]
@@ -344,7 +346,7 @@ def test_the_export_is_kept_per_checkpoint_content_and_a_damaged_one_is_made_aga
     checkpoint = copy_checkpoint(models["interleaved"], tmp_path / "model")
     first = load_translator(checkpoint.parent, **load).model_dir
     exports = []
-    monkeypatch.setattr(ct2, "export", lambda *a, **k: exports.append(a) or pytest.fail("exported again"))
+    monkeypatch.setattr(ct2_cache, "export", lambda *a, **k: exports.append(a) or pytest.fail("exported again"))
     assert load_translator(checkpoint.parent, **load).model_dir == first and not exports
     monkeypatch.undo()
 

@@ -90,8 +90,8 @@ def test_fused_rotation_on_cuda_is_eq34(dtype, layout):
     eq. 34 in float64 within the dtype's rounding, forward and backward, at an offset, at explicit
     positions and with a partial rotation, on q and k as the packed projection lays them out."""
     from test_fused_rotary import angles_at, check_forward_backward
-    from fairseq_rope.options import RopeOptions
-    from fairseq_rope.rotary import RotaryEmbedding
+    from fairseq_rope.rope import RopeOptions
+    from fairseq_rope.rope.rotary import RotaryEmbedding
 
     B, H, T, D = 4, 8, 37, 64
     for rot, start in ((64, 0), (64, 129), (32, 5)):
@@ -108,7 +108,7 @@ def test_fused_rotation_on_cuda_is_eq34(dtype, layout):
 def test_default_rotation_on_cuda_is_the_kernel(dict_dir, build, monkeypatch, dtype):
     """--rope-rotation auto on a GPU rotates with the Triton kernel, never the eager eq. 34, and
     gives the eager model's outputs within the half type's rounding."""
-    from fairseq_rope import rotary
+    from fairseq_rope.rope import rotary
 
     calls = []
     apply_rotary = rotary.apply_rotary

@@ -19,7 +19,6 @@ import torch
 from conftest import BIN, run_tool
 from test_recipes import RECIPE, forked_commands, lines, recipe_env, step
 
-from fairseq_rope.documents import ContextTranslator
 from fairseq_rope_text.documents import (SEPARATOR, DocumentError, contrastive_accuracy, document_spans, in_context,
                                         read_documents)
 
@@ -49,7 +48,8 @@ def translator(run):
 
     hub = load_translator(str(run["checkpoint"].parent), str(run["data_bin"]), checkpoint_file=run["checkpoint"].name,
                           bpe_codes=str(run["data_bin"] / "codes"), device="cpu")
-    return ContextTranslator(hub, CONTEXT)
+    hub.check_context(CONTEXT)
+    return hub
 
 
 def documents_of(raw, split="test"):
@@ -112,7 +112,7 @@ def test_translation_in_context_equals_one_sentence_at_a_time_with_the_same_forc
     the sentence translated alone, its source the subwords of its previous sentences and itself
     joined by the separator (as prepare.sh wrote the training data) and its target forced to begin
     with the model's own previous translations."""
-    hub, documents = translator.hub, documents_of(run["raw"])[:6]
+    hub, documents = translator, documents_of(run["raw"])[:6]
     batched = translator.translate_documents_ids(documents, batch_size=16)
     src_dict, tgt_dict = hub.task.source_dictionary, hub.task.target_dictionary
     sep = tgt_dict.index(SEPARATOR)
@@ -145,7 +145,7 @@ def test_a_forced_prefix_leaves_the_beam_its_distinct_hypotheses(translator, run
     prefix = translator._prefix([ids for ids, _ in outputs[:2]])
     generator = translator._generator(4, 0.6, 200, [len(prefix)])
     with torch.no_grad():
-        hypos = generator.generate(translator.hub.models, translator._collate([source]),
+        hypos = generator.generate(translator.models, translator._collate([source]),
                                    prefix_tokens=torch.tensor([prefix]))[0]
     nbest = [tuple(h["tokens"].tolist()) for h in hypos]
     assert len(prefix) > 4 and all(h[:len(prefix)] == tuple(prefix) for h in nbest)
@@ -200,7 +200,7 @@ def test_contrastive_scores_are_the_log_probabilities_of_the_sentence_in_context
                     "--text", tmp_path / "two.text", "--context-text", tmp_path / "two.context", "--context-lines", 3,
                     "--scores", tmp_path / "scores", "--device", "cpu", timeout=300)
     scores = [-float(s) for s in lines(tmp_path / "scores")]
-    hub = translator.hub
+    hub = translator
     model = hub.models[0]  # in eval mode: fairseq's hub made it fast for generation
     src_dict, tgt_dict = hub.task.source_dictionary, hub.task.target_dictionary
     text = {lang: lines(tmp_path / f"two.text.{lang}") for lang in ("en", "de")}
@@ -283,7 +283,7 @@ def test_a_context_beyond_a_position_table_is_refused_and_relative_encodings_tak
         *TINY, "--max-source-positions", "16", "--max-target-positions", "16"])
     task = tasks.setup_task(args)
     words = Preprocessing(source_lang="src", target_lang="tgt", pretokenizer="none", subword="none")
-    table = ContextTranslator(Translator(convert_namespace_to_omegaconf(args), task, [task.build_model(args)], words))
+    table = Translator(convert_namespace_to_omegaconf(args), task, [task.build_model(args)], words)
     with pytest.raises(DocumentError, match=r"document 1, sentence 1: the source with its context is 17 tokens, "
                                             r"more than the model's 16 positions"):
         table.translate_documents_ids([["w1 " * 16]])
@@ -291,7 +291,7 @@ def test_a_context_beyond_a_position_table_is_refused_and_relative_encodings_tak
     whole_document = dataclasses.replace(translator.preprocessing, context=50)  # the model read 2; any length runs
     hub = load_translator(str(run["checkpoint"].parent), str(run["data_bin"]), checkpoint_file=run["checkpoint"].name,
                           device="cpu", preprocessing=whole_document)
-    whole = ContextTranslator(hub).translate_documents_ids([doc])[0]
+    whole = hub.translate_documents_ids([doc])[0]
     assert len(whole) == len(doc) and all(ids for ids, _ in whole)
     proc = run_tool("fairseq-rope-doc-translate", "--checkpoint", run["checkpoint"], "--data-bin", run["data_bin"],
                     "--input", run["raw"] / "test.en", check=False)
@@ -327,5 +327,5 @@ def test_running_text_is_one_document_translated_in_context(translator, run):
     text = "\n\n".join(" ".join(doc) for doc in documents) + "\n"
     layout, sentences = split_text(text, "en")
     assert sentences == [s for doc in documents for s in doc]
-    in_context = translator.hub.translate_documents([sentences])[0]
-    assert translator.hub.translate_text(text) == join_text(layout, in_context)
+    in_context = translator.translate_documents([sentences])[0]
+    assert translator.translate_text(text) == join_text(layout, in_context)

@@ -131,10 +131,10 @@ def test_careless_arguments_of_translate_are_one_line_each_before_translating(mo
     never loaded where the arguments are wrong)."""
     base, data_bin, checkpoint = model
     loads = []
-    import fairseq_rope.hub
+    from fairseq_rope_translation import loader
 
-    load = fairseq_rope.hub.load_translator
-    monkeypatch.setattr(fairseq_rope.hub, "load_translator", lambda *a, **k: loads.append(1) or load(*a, **k))
+    load = loader.load_translator
+    monkeypatch.setattr(loader, "load_translator", lambda *a, **k: loads.append(1) or load(*a, **k))
     (tmp_path / "utf16.txt").write_bytes("w1 w2.\n".encode("utf-16"))  # little-endian, with its mark
     (tmp_path / "utf16be.txt").write_bytes(b"\xfe\xff" + "w1 w2.\n".encode("utf-16-be"))
     (tmp_path / "train.log").write_text("log\n")
@@ -214,7 +214,7 @@ def test_a_code_running_checkpoint_is_refused_at_every_door(model, tmp_path, doo
     """Each way a user hands the project a checkpoint: refused, nothing in it runs, and a command says so
     in one line with status 1. (fairseq-rope-translate and -doc-translate: the test above; fairseq's own
     commands through the plugin: tests/test_cli.py.)"""
-    from fairseq_rope_cli import average, checkpoint as checkpoint_cli, ct2
+    from fairseq_rope_cli import average, checkpoint as checkpoint_cli, ct2_convert
 
     base, data_bin, _ = model
     marker = tmp_path / "ran"
@@ -236,8 +236,8 @@ def test_a_code_running_checkpoint_is_refused_at_every_door(model, tmp_path, doo
         runs = {
             "fairseq-rope-average": (average.main, ["--inputs", bad, shutil.copy(bad, tmp_path / "run" / "checkpoint_1_20.pt"),
                                                     "--output", tmp_path / "avg.pt"]),
-            "fairseq-rope-ct2": (ct2.main, ["--checkpoint", bad, "--data-bin", data_bin, "--output-dir",
-                                            tmp_path / "ct2"]),
+            "fairseq-rope-ct2": (ct2_convert.main, ["--checkpoint", bad, "--data-bin", data_bin, "--output-dir",
+                                                    tmp_path / "ct2"]),
             "fairseq-rope-checkpoint fits": (checkpoint_cli.main, ["fits", bad, "--data-bin", data_bin]),
             "fairseq-rope-checkpoint final-name": (checkpoint_cli.main, ["final-name", bad, "--max-update", "10"]),
             "fairseq-rope-checkpoint resume": (checkpoint_cli.main, ["resume", bad.parent]),
@@ -415,12 +415,13 @@ def test_every_file_the_commands_write_goes_through_atomic_output():
         ("fairseq_rope_cli/progress.py", "open(out_path, 'w', encoding='utf-8')"),
         ("fairseq_rope_cli/progress.py", "open(os.devnull, 'w')"),
         # into the export's staging directory, renamed into place when complete
-        ("fairseq_rope/ct2.py", "open(os.path.join(staging, METADATA), 'w', encoding='utf-8')"),
+        ("fairseq_rope_translation/ct2_export.py", "open(os.path.join(staging, METADATA), 'w', encoding='utf-8')"),
         # written to .tmp, then os.replace (the record's own atomic write, in the standard-library-only package)
         ("fairseq_rope_text/preprocessing.py", "open(out + '.tmp', 'w', encoding='utf-8')"),
     }
     found = set()
-    for top in ("fairseq_rope", "fairseq_rope_checkpoints", "fairseq_rope_cli", "fairseq_rope_text"):
+    for top in ("fairseq_rope", "fairseq_rope_checkpoints", "fairseq_rope_translation", "fairseq_rope_cli",
+                "fairseq_rope_text"):
         for name in sorted(os.listdir(os.path.join(repo, top))):
             path = f"{top}/{name}"
             if not name.endswith(".py") or path == "fairseq_rope_cli/common.py":

@@ -4,6 +4,7 @@ shift invariance, decoding paths, padding, precision, options, sizes. The encodi
 settings come from the registry; RoPE's own tests are tests/test_model.py and tests/test_rotary.py."""
 
 import collections
+import dataclasses
 import math
 
 import numpy as np
@@ -19,7 +20,7 @@ from conftest import encoding_variants, random_tokens
 from fairseq_rope.alibi import ALiBi, ALiBiBias, alibi_slopes
 from fairseq_rope.encodings import ENCODINGS, StackBias, StackBiasAttention, position_tables
 from fairseq_rope.nope import NoPE
-from fairseq_rope.options import RopeOptions
+from fairseq_rope.rope import RopeOptions
 from fairseq_rope.shaw import ShawRPE
 from fairseq_rope.t5_bias import T5Bias, relative_position_bucket
 from test_model import decode_step_by_step_equals_full_pass, encode
@@ -483,28 +484,115 @@ def test_several_new_tokens_after_a_cache_attend_as_in_one_pass(dict_dir, build,
             torch.testing.assert_close(chunk, full[3:], rtol=1e-12, atol=1e-12)
 
 
+def home_of(cls) -> str:
+    """The module, or for an encoding of several modules the package, directly under fairseq_rope that
+    defines ``cls`` (RoPE's: fairseq_rope.rope); the tests' own encoding is a package of its own (kerple)."""
+    parts = cls.__module__.split(".")
+    return ".".join(parts[:2]) if parts[0] == "fairseq_rope" else parts[0]
+
+
 def test_encodings_import_from_the_scaffold_only():
-    """Each encoding stands above the scaffold (encodings.py, self_attention.py) and imports from it and
-    from its own modules only; the scaffold imports no encoding."""
-    import ast
-    import os
+    """Each encoding (all six: RoPE, Shaw's RPE, T5's bias, ALiBi, NoPE and the tests' KERPLE) is one
+    module or one package, which stands above the scaffold (encodings.py, self_attention.py) and imports
+    from it and from its own modules only; the scaffold imports no encoding. Its options class, model,
+    self-attention and position inputs all live in its home."""
+    import kerple
+    from test_layering import imports_of, project_modules
 
-    import fairseq_rope
+    modules = project_modules()
+    modules["kerple"] = kerple.__file__
+    scaffold = {"fairseq_rope.encodings", "fairseq_rope.self_attention"}
+    homes = collections.Counter(home_of(encoding) for encoding in ENCODINGS.values())
+    assert sorted(homes) == ["fairseq_rope.alibi", "fairseq_rope.nope", "fairseq_rope.rope", "fairseq_rope.shaw",
+                             "fairseq_rope.t5_bias", "kerple"]
+    assert list(homes.values()) == [1] * 6
 
-    scaffold = {"encodings", "self_attention"}
-    families = [{"options", "rotary", "fused_rotary", "attention", "linear_attention", "model"}, {"shaw"}, {"t5_bias"}, {"alibi"},
-                {"nope"}]
-    package = os.path.dirname(fairseq_rope.__file__)
-
-    def imported(module):
-        tree = ast.parse(open(os.path.join(package, f"{module}.py")).read())
-        return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1}
+    def plugin_imports(module):
+        return {name for name in imports_of(module, modules[module], modules) if name.split(".")[0] == "fairseq_rope"}
 
     for module in scaffold:
-        assert imported(module) <= scaffold, module
-    for family in families:
+        assert plugin_imports(module) <= scaffold, module
+    for home in homes:
+        family = {name for name in modules if name == home or name.startswith(home + ".")}
         for module in family:
-            assert imported(module) <= scaffold | family, (module, imported(module) - scaffold - family)
+            assert plugin_imports(module) <= scaffold | family, (module, plugin_imports(module) - scaffold - family)
+
+
+EVERY_VARIANT = [(name, flags) for _, name, flags in encoding_variants()] + \
+    [("rope_transformer", ["--rope-scaling", "auto", "--rope-original-max-positions", "4"])]
+EVERY_VARIANT_ID = [variant.replace(" ", "-") for variant, _, _ in encoding_variants()] + ["rope-auto"]
+
+
+def forwards(model, task):
+    """A training forward, a forward in evaluation and two steps of incremental decoding (sources
+    longer than 4 tokens: --rope-scaling auto with L = 4 scales them)."""
+    src, lengths = random_tokens(task, [9, 5], seed=6)
+    prev, _ = random_tokens(task, [7, 7], seed=5, left_pad=False)
+    model.train()
+    model(src, lengths, prev)
+    model.eval()
+    with torch.no_grad():
+        model(src, lengths, prev)
+        enc, state = model.encoder(src, src_lengths=lengths), {}
+        for t in (1, 2):
+            model.decoder(prev[:, :t], encoder_out=enc, incremental_state=state)
+
+
+@pytest.mark.parametrize("arch, flags", EVERY_VARIANT, ids=EVERY_VARIANT_ID)
+def test_an_encodings_model_is_made_in_its_home(dict_dir, build, arch, flags, monkeypatch):
+    """Everything of a model that is neither fairseq's nor the scaffold's (its model class, self-attentions,
+    rotations and biases, and the type of its forward inputs) is defined in its encoding's home."""
+    model, task = build(dict_dir, arch, *flags)
+    encoding = type(model.encoder.encoding)
+    made = {type(model), *(type(module) for module in model.modules())}
+    inputs = []
+    forward_inputs = encoding.forward_inputs
+    monkeypatch.setattr(encoding, "forward_inputs", lambda *args: inputs.append(forward_inputs(*args)) or inputs[-1])
+    forwards(model, task)
+    made |= {type(made_inputs) for made_inputs in inputs}
+    ours = {cls for cls in made if cls.__module__.split(".")[0] in ("fairseq_rope", "kerple")
+            and cls.__module__ not in ("fairseq_rope.encodings", "fairseq_rope.self_attention")}
+    assert ours and {home_of(cls) for cls in ours} == {home_of(encoding)}, sorted(cls.__module__ for cls in ours)
+
+
+@pytest.mark.parametrize("arch, flags", EVERY_VARIANT, ids=EVERY_VARIANT_ID)
+def test_position_inputs_are_one_frozen_type_from_the_encoding_to_the_attention(dict_dir, build, arch, flags,
+                                                                                 monkeypatch):
+    """What a forward hands its self-attentions is a frozen dataclass, not a dict of string keys: the
+    encoding's forward_inputs makes one, of the type each self-attention declares (``no_inputs``), and
+    that type is what reaches every self-attention, in training, in evaluation and at each decoding
+    step; a misspelt field is an error (reading, making, or naming it to pass on to the decoder),
+    never a None."""
+    model, task = build(dict_dir, arch, *flags)
+    encoding = type(model.encoder.encoding)
+    made, seen = [], []
+    forward_inputs = encoding.forward_inputs
+    monkeypatch.setattr(encoding, "forward_inputs", lambda *args: made.append(forward_inputs(*args)) or made[-1])
+    attentions = [module for module in model.modules() if isinstance(module, self_attention.SelfAttention)]
+    for module in attentions:
+        def spy(*args, check=module.check_self_attention, module=module):
+            seen.append((module, args[-1]))  # (..., inputs): what its hooks receive
+            return check(*args)
+
+        module.check_self_attention = spy
+    forwards(model, task)
+    assert made and {module for module, _ in seen} == set(attentions)
+    declared = {type(module.no_inputs) for module in attentions}
+    assert len(declared) == 1 and {type(inputs) for inputs in made} == declared
+    assert all(type(inputs) is type(module.no_inputs) for module, inputs in seen)
+    kind = declared.pop()
+    assert dataclasses.is_dataclass(kind) and issubclass(kind, self_attention.PositionInputs)
+    for inputs in made:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            inputs.stack_bias = {}
+        with pytest.raises(AttributeError):
+            inputs.stack_bais
+    with pytest.raises(TypeError):
+        kind(stack_bais={})
+    fields = {field.name for field in dataclasses.fields(kind)}
+    assert set(encoding.encoder_output_fields) <= fields
+    with pytest.raises(KeyError, match="misspelt"):
+        model.encoder.encoding.encoder_output({}, "misspelt")
 
 
 STACK_BIASES = [(arch, flags) for arch, flags in VARIANTS if issubclass(ENCODINGS[arch], StackBias)]

@@ -12,10 +12,10 @@ import sys
 import pytest
 import torch
 
-from fairseq_rope import fused_rotary, rotary
-from fairseq_rope.fused_rotary import TRITON_INSTALLED
-from fairseq_rope.options import RopeOptions
-from fairseq_rope.rotary import RotaryEmbedding
+from fairseq_rope.rope import fused_rotary, rotary
+from fairseq_rope.rope.fused_rotary import TRITON_INSTALLED
+from fairseq_rope.rope import RopeOptions
+from fairseq_rope.rope.rotary import RotaryEmbedding
 
 from conftest import INTERPRETER, random_tokens
 
@@ -167,7 +167,7 @@ def test_compiled_rotation_equals_eager():
 def test_triton_rotation_where_the_kernel_cannot_run_names_the_flag():
     """--rope-rotation triton on the CPU without the interpreter: an error naming the flag and what
     to use instead (auto keeps the CPU on the eager path)."""
-    code = ("import torch\nfrom fairseq_rope.options import RopeOptions\nfrom fairseq_rope.rotary import "
+    code = ("import torch\nfrom fairseq_rope.rope import RopeOptions\nfrom fairseq_rope.rope.rotary import "
             "RotaryEmbedding\nx = torch.randn(1, 2, 3, 8)\n"
             "print(RotaryEmbedding(8, RopeOptions(rotation='auto')).rotate(x).shape)\n"
             "RotaryEmbedding(8, RopeOptions(rotation='triton')).rotate(x)\n")
@@ -232,7 +232,7 @@ def test_a_probe_that_itself_fails_falls_back_to_eager_with_one_warning(monkeypa
     monkeypatch.setattr(rotary, "compare_with_eager", broken)
     x = packed_qk(2, 2, 6, 8, torch.float32, seed=3).detach()
     auto, eager = RotaryEmbedding(8, RopeOptions(rotation="auto")), RotaryEmbedding(8, RopeOptions(rotation="eager"))
-    with caplog.at_level(logging.WARNING, logger="fairseq_rope.rotary"), torch.no_grad():
+    with caplog.at_level(logging.WARNING, logger="fairseq_rope.rope.rotary"), torch.no_grad():
         for start in (0, 4):
             assert torch.equal(auto.rotate(x, start), eager.rotate(x, start))
     assert [r.getMessage() for r in caplog.records] == [
@@ -262,7 +262,7 @@ def test_a_kernel_that_fails_or_is_wrong_is_not_used_by_auto_and_is_an_error_by_
     monkeypatch.setattr(fused_rotary, "launch", kernel)
     x = packed_qk(2, 2, 6, 8, torch.float32, seed=3)
     auto, eager = RotaryEmbedding(8, RopeOptions(rotation="auto")), RotaryEmbedding(8, RopeOptions(rotation="eager"))
-    with caplog.at_level(logging.WARNING, logger="fairseq_rope.rotary"):
+    with caplog.at_level(logging.WARNING, logger="fairseq_rope.rope.rotary"):
         for start in (0, 4):
             assert torch.equal(auto.rotate(x, start), eager.rotate(x, start))
     warnings = [r.getMessage() for r in caplog.records]

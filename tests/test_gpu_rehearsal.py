@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from conftest import CLI_TRAIN, reversal_task, run_tool
-from fairseq_rope.fused_rotary import TRITON_INSTALLED
+from fairseq_rope.rope.fused_rotary import TRITON_INSTALLED
 from fairseq_rope_text.preprocessing import resolve
 
 pytestmark = pytest.mark.skipif(not TRITON_INSTALLED or torch.cuda.is_available(),

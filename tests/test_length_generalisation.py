@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from conftest import random_tokens
-from fairseq_rope.attention import RotaryMultiheadAttention
-from fairseq_rope.options import RopeOptions
-from fairseq_rope.rotary import RotaryEmbedding
+from fairseq_rope.rope.attention import RotaryMultiheadAttention
+from fairseq_rope.rope import RopeOptions
+from fairseq_rope.rope.rotary import RotaryEmbedding
 from test_model import decode_step_by_step_equals_full_pass
 
 D, THETA = 16, 10000.0

@@ -15,10 +15,10 @@ from fairseq.modules import MultiheadAttention
 from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import USER_DIR, random_tokens
-from fairseq_rope.attention import RotaryMultiheadAttention
-from fairseq_rope.linear_attention import RotaryLinearAttention
-from fairseq_rope.options import RopeOptions
-from fairseq_rope.linear_attention import EPS, rope_linear_attention
+from fairseq_rope.rope.attention import RotaryMultiheadAttention
+from fairseq_rope.rope.linear_attention import RotaryLinearAttention
+from fairseq_rope.rope import RopeOptions
+from fairseq_rope.rope.linear_attention import EPS, rope_linear_attention
 from test_cli import TRAIN, data, hypotheses, run  # noqa: F401 (data is a fixture)
 
 C, H = 32, 4

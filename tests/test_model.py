@@ -5,9 +5,9 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 
 from conftest import random_tokens
-from fairseq_rope.attention import RotaryMultiheadAttention
-from fairseq_rope.model import RoPETransformerModel
-from fairseq_rope.rotary import apply_rotary
+from fairseq_rope.rope.attention import RotaryMultiheadAttention
+from fairseq_rope.rope.model import RoPETransformerModel
+from fairseq_rope.rope.rotary import apply_rotary
 from test_attention import reference_rotation
 
 

@@ -49,4 +49,4 @@ def test_ctranslate2_refuses_it_naming_it():
         check_exportable(args, "kerple_transformer")
     assert str(error.value) == ("cannot export to CTranslate2: --arch kerple_transformer: KERPLE-log (Chi et al. "
                                 "2022), registered by the tests (kerple.KerpleLog) has no CTranslate2 exporter "
-                                "(no entry in fairseq_rope.ct2.EXPORTERS)")
+                                "(no entry in fairseq_rope_translation.ct2_spec.EXPORTERS)")

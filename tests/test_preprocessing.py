@@ -164,7 +164,6 @@ def scored_text(tmp_path, targets, dictionary, record):
 @pytest.mark.parametrize("branch", [b for b in BRANCHES if "context" not in b])
 def test_every_way_in_feeds_the_binarized_test_split_and_writes_the_scored_text(prepared, branch, tmp_path):
     from fairseq_rope.ct2 import CTranslate2Translator, export
-    from fairseq_rope.documents import ContextTranslator
     from fairseq_rope.hub import load_translator
 
     data_bin = prepared(branch)
@@ -184,9 +183,8 @@ def test_every_way_in_feeds_the_binarized_test_split_and_writes_the_scored_text(
                          backend="fairseq")  # (fairseq's hub: CTranslate2's way in is checked on its own)
     assert [mt.encode(s).tolist() for s in raw] == expected, "the Python API"
     assert [mt.decode(torch.tensor(t)) for t in targets] == scored, "the Python API's output text"
-    documents = ContextTranslator(mt)
-    assert [documents.source_ids(s) + [src_dict.eos()] for s in raw] == expected, "the document path"
-    assert [documents.detokenize(t) for t in targets] == scored, "the document path's output text"
+    assert [mt.source_ids(s) + [src_dict.eos()] for s in raw] == expected, "the document path"
+    assert [mt.detokenized(t) for t in targets] == scored, "the document path's output text"
 
     encode, decode = interactive_pipeline(data_bin, checkpoint, tgt, "--bpe", "recorded")
     assert [encode(s) for s in raw] == expected, "fairseq-interactive --bpe recorded"
@@ -212,7 +210,6 @@ def test_documents_feed_the_binarized_test_split_with_its_context(prepared, gene
     sides, are the lines prepare.sh binarized for the test set (documents from test.docids)."""
     import collections
 
-    from fairseq_rope.documents import ContextTranslator
     from fairseq_rope.hub import load_translator
 
     data_bin = prepared("moses_bpe_context2")
@@ -221,8 +218,7 @@ def test_documents_feed_the_binarized_test_split_with_its_context(prepared, gene
     sources, _ = binarized(data_bin, SRC)
     targets, _ = binarized(data_bin, TGT)
     checkpoint = untrained_checkpoint(data_bin, data_bin.parent / "model" / "checkpoint.pt", SRC, TGT)
-    hub = load_translator(str(checkpoint.parent), str(data_bin), checkpoint_file=checkpoint.name, device="cpu")
-    translator = ContextTranslator(hub)
+    translator = load_translator(str(checkpoint.parent), str(data_bin), checkpoint_file=checkpoint.name, device="cpu")
     assert translator.context == 2  # from the record
 
     translator.translate_documents_ids([raw[SRC][a:b] for a, b in spans], max_len_b=3)

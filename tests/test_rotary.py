@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from fairseq_rope.options import RopeOptions
-from fairseq_rope.rotary import RotaryEmbedding
+from fairseq_rope.rope import RopeOptions
+from fairseq_rope.rope.rotary import RotaryEmbedding
 
 
 def rotary_matrix(m, d, theta=10000.0, layout="interleaved"):

@@ -29,12 +29,7 @@ def read_lines(path):
 
 def lexicon():
     """{English noun form: set of its German forms} from the sample grammar's nouns."""
-    import importlib.util
-
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_sample_corpus.py")  # (beside it)
-    spec = importlib.util.spec_from_file_location("make_sample_corpus", path)
-    grammar = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(grammar)
+    import make_sample_corpus as grammar  # (beside this script, whose folder Python puts first on sys.path)
 
     forms = collections.defaultdict(set)
     for noun in grammar.NOUNS:
@@ -82,10 +77,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     from fairseq_rope.hub import load_translator
+    from fairseq_rope_text.preprocessing import recipe_env
 
     data_bin = os.path.join(args.work_dir, "data-bin")
-    with open(os.path.join(data_bin, "recipe.env"), encoding="utf-8") as f:
-        env = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+    env = recipe_env(data_bin)
     sources = read_lines(os.path.join(env["RAW_DIR"], f"test.{env.get('SRC', 'en')}"))
     forms = lexicon()
     tagged = cases(sources, forms)

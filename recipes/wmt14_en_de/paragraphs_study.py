@@ -52,10 +52,10 @@ def main(argv=None):
     import sacrebleu
 
     from fairseq_rope.hub import load_translator
+    from fairseq_rope_text.preprocessing import recipe_env
 
     data_bin = os.path.join(args.work_dir, "data-bin")
-    with open(os.path.join(data_bin, "recipe.env"), encoding="utf-8") as f:
-        env = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+    env = recipe_env(data_bin)
     src, tgt = env.get("SRC", "en"), env.get("TGT", "de")
     sources = read_lines(os.path.join(env["RAW_DIR"], f"test.{src}"))
     references = read_lines(os.path.join(env["RAW_DIR"], f"test.{tgt}"))

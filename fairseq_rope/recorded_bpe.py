@@ -12,6 +12,7 @@ its languages are the task's (``--source-lang``/``--target-lang``), else the rec
 what it tells is applied, said in one line with the command that writes the record.
 """
 
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from omegaconf import II
 
 from fairseq_rope_text import preprocessing
 
+LOG = logging.getLogger(__name__)  # (fairseq's commands show it in their log)
 
 @dataclass
 class RecordedPreprocessingConfig(FairseqDataclass):
@@ -50,9 +52,9 @@ class RecordedPreprocessing:
         record = (preprocessing.read(path) if os.path.isfile(path) else
                   preprocessing.resolve(path, cfg.task_source_lang, cfg.task_target_lang))
         if record.context:
-            print(f"[fairseq-rope] {record.origin}: the model was trained with {record.context} sentences of context; "
-                  f"fairseq's commands translate each line without them: use fairseq-rope-doc-translate or "
-                  f"fairseq-rope-translate", file=sys.stderr)
+            LOG.warning(f"{record.origin}: the model was trained with {record.context} sentences of context; "
+                        f"fairseq's commands translate each line without them: use fairseq-rope-doc-translate or "
+                        f"fairseq-rope-translate")
         self._use(record, cfg.task_source_lang, cfg.task_target_lang)
 
     @classmethod

@@ -81,7 +81,8 @@ def main(argv=None):
     if os.path.exists(args.output_dir) and not args.force:
         raise InputError(PROG, f"--output-dir exists: {args.output_dir} (give --force to replace it)")
     from fairseq_rope_checkpoints import CheckpointError
-    from fairseq_rope.ct2 import ExportError, export
+    from fairseq_rope_translation.ct2_export import export
+    from fairseq_rope_translation.ct2_spec import ExportError
 
     try:
         out = export(args.checkpoint, args.data_bin, args.output_dir, quantization=args.quantization,
