@@ -22,6 +22,8 @@ their sample standard deviation, each seed's score listed, and the test is the p
 seeds and sentences (fairseq_rope_cli/seeds.py; with one seed per run it is sacreBLEU's test).
 Also per run and bucket: the hypothesis/reference length ratio and the share of hypotheses that
 repeat one word 4 or more times in a row (how often a model falls into a loop).
+--lines FIRST-LAST scores those lines only (one of several test sets written one after the other,
+e.g. the Debian corpus's test_prose and test_help in its test.*; the markdown says which lines).
 Outputs: a markdown table (stdout and --out-md), a PNG plot of BLEU and chrF by bucket
 (--out-png), and every number as JSON (--out-json).
 """
@@ -64,6 +66,17 @@ def parse_buckets(text):
     if not edges or any(e < 1 for e in edges) or any(b <= a for a, b in zip(edges, edges[1:])):
         raise InputError(PROG, f"--buckets must be increasing positive integers separated by commas, got '{text}'")
     return edges
+
+
+def parse_lines(text, n_lines):
+    """--lines FIRST-LAST (1-based, inclusive) of a file of n_lines lines."""
+    first, sep, last = text.partition("-")
+    if not (sep and first.isdigit() and last.isdigit()):
+        raise InputError(PROG, f"--lines expects FIRST-LAST (line numbers, e.g. 1-1200), got '{text}'")
+    first, last = int(first), int(last)
+    if not 1 <= first <= last <= n_lines:
+        raise InputError(PROG, f"--lines {text}: expected 1 <= FIRST <= LAST <= {n_lines} (the lines of the source)")
+    return first, last
 
 
 def bucket_bounds(edges):
@@ -485,6 +498,9 @@ def main(argv=None):
     ap.add_argument("--out-md", help="write the markdown table here")
     ap.add_argument("--out-png", help="write the plot here (PNG)")
     ap.add_argument("--out-json", help="write every number here (JSON)")
+    ap.add_argument("--lines", metavar="FIRST-LAST",
+                    help="score only these lines (1-based, inclusive) of the source, reference and every run's "
+                         "hypotheses: one test set of several written one after the other")
     ap.add_argument("--best-above", type=int, metavar="N",
                     help="also choose the run with the best BLEU on the sentences of more than N source words: "
                          "its name is \"best\" in --out-json, the BLEU of every run there \"best_above\", and a "
@@ -515,6 +531,11 @@ def main(argv=None):
                              f"in test order, is expected")
         hyps.setdefault(name, []).append(lines)
     hyps = list(hyps.items())
+    if args.lines:
+        first, last = parse_lines(args.lines, len(src))
+        src, refs = src[first - 1:last], refs[first - 1:last]
+        hyps = [(name, [h[first - 1:last] for h in seeds]) for name, seeds in hyps]
+        args.note = [f"Lines {first}-{last} of the test set ({last - first + 1} sentences).", *args.note]
 
     res = compare(src, refs, hyps, edges, args.bootstrap_samples)
     paths = {}

@@ -3,6 +3,7 @@
 #
 #   bash scripts/device_check.sh prepare   # here: the wheels fairseq-rope needs beside torch, into .device_wheels/
 #   bash scripts/device_check.sh run       # there: install them, tests/test_cuda.py, scripts/gpu_ab.py
+#   bash scripts/device_check.sh study     # there: the real-text comparison at the iwslt_de_en size (below)
 #
 # `run` writes into $OUT (default /tmp/device_out): test_cuda.log, gpu_ab.json (written after every step,
 # so a cut run keeps what it measured) and gpu_ab.log. GPU_AB_ARGS adds scripts/gpu_ab.py flags
@@ -39,8 +40,39 @@ case "${1:-}" in
       || { echo "[device_check] gpu_ab FAILED"; tail -20 "$OUT/gpu_ab.log"; exit 1; }
     grep "^\[gpu-ab\]" "$OUT/gpu_ab.log"
     ;;
+  study)
+    # the real-text comparison (recipes/wmt14_en_de/debian_comparison.sh) at the iwslt_de_en size (6+6 layers,
+    # d 512, 4 heads of 128) on the Debian corpus carried from here (carry ["$WHEELS", "work/debian/raw"]),
+    # sized for one GPU: batches of STUDY_TOKENS (8000) target tokens, PARALLEL_RUNS (4) runs sharing it,
+    # the tuning grid TUNE_LRS x TUNE_WARMUPS at TUNE_UPDATES (600), then the convergence search and 3
+    # seeds. Every step writes as it ends, so a cut run keeps what it finished: $OUT/study holds the tables,
+    # $OUT/work/tune the tuning logs. The knobs are debian_comparison.sh's (QUICK=1: transformer and RoPE
+    # only, the grid 2 x 1, for a short device check).
+    OUT=${OUT:-/tmp/device_out}
+    mkdir -p "$OUT/study"
+    "$PYTHON" -m pip install -q --no-index --no-deps "$WHEELS"/*.whl
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation -e .
+    [ -f work/debian/raw/report.json ] || { echo "[device_check] work/debian/raw not carried (debian_corpus.sh builds it)" >&2; exit 1; }
+    quick=$([ "${QUICK:-0}" = 1 ] && echo 1 || echo 0)
+    export VIRTUAL_ENV=${VIRTUAL_ENV:-$(dirname "$(dirname "$(command -v "$PYTHON")")")}
+    export WORK_DIR=$OUT/work RAW_OUT=$PWD/work/debian/raw CORPUS_WORK_DIR=$PWD/work/debian OUT_DIR=$OUT/study \
+      NAME=debian_iwslt TITLE="Debian manuals (real text), iwslt_de_en size, one GPU" MODEL_ARGS=" " \
+      TOKENS_PER_UPDATE=${STUDY_TOKENS:-8000} MAX_TOKENS_PER_GPU=${STUDY_TOKENS:-8000} PARALLEL_RUNS=${PARALLEL_RUNS:-4} \
+      TUNE_UPDATES=${TUNE_UPDATES:-600} CONVERGE_START=${CONVERGE_START:-1200} CONVERGE_STEP=${CONVERGE_STEP:-600} \
+      SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-100} SEEDS=${SEEDS:-1 2 3} SEEDS_rpe=${SEEDS_rpe:-1 2 3}
+    if [ "$quick" = 1 ]; then
+      export ARCHS=${ARCHS:-transformer=transformer_iwslt_de_en rope=rope_transformer_iwslt_de_en} \
+        TUNE_LRS=${TUNE_LRS:-5e-4 1e-3} TUNE_WARMUPS=${TUNE_WARMUPS:-500}
+      unset SEEDS_rpe
+    else
+      export ARCHS=${ARCHS:-transformer=transformer_iwslt_de_en rpe=rpe_transformer_iwslt_de_en rope=rope_transformer_iwslt_de_en} \
+        TUNE_LRS=${TUNE_LRS:-5e-4 1e-3 2e-3} TUNE_WARMUPS=${TUNE_WARMUPS:-500 2000}
+    fi
+    SEEDS_rpe_transformer="" bash recipes/wmt14_en_de/debian_comparison.sh 2>&1 | tee "$OUT/study/study.log" | grep -v "^{" || true
+    ls "$OUT/study"
+    ;;
   *)
-    echo "usage: bash scripts/device_check.sh prepare|run" >&2
+    echo "usage: bash scripts/device_check.sh prepare|run|study" >&2
     exit 2
     ;;
 esac

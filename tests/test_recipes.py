@@ -30,7 +30,9 @@ SPM_INPUT_SENTENCES CLEAN_MIN CLEAN_MAX CLEAN_RATIO MAX_UPDATE LR WARMUP_INIT_LR
 LABEL_SMOOTHING WEIGHT_DECAY CLIP_NORM SEED SEEDS BASELINE SYSTEM TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU MAX_TOKENS UPDATE_FREQ PRECISION
 SAVE_INTERVAL_UPDATES KEEP_INTERVAL_UPDATES LOG_INTERVAL LOG_FORMAT EXTRA_TRAIN_ARGS DRY_RUN AVERAGE_LAST
 CHECKPOINT_UPPER_BOUND BEAM LENPEN BACKEND CT2_QUANTIZATION CT2_DIR CT2_DEVICE CT2_THREADS CT2_BATCH_SIZE GEN_SUBSET GEN_MAX_TOKENS REF TEST_SET PARALLEL_RUNS THREADS_PER_RUN SOURCES
-DOWNLOAD_DIR RAW_OUT EXPECT_VALID_LINES EXPECT_TEST_LINES USER_DIR VIRTUAL_ENV VERBOSE PROGRESS_INTERVAL"""
+DOWNLOAD_DIR RAW_OUT EXPECT_VALID_LINES EXPECT_TEST_LINES USER_DIR VIRTUAL_ENV VERBOSE PROGRESS_INTERVAL
+MODEL_ARGS TUNE_LRS TUNE_WARMUPS TUNE_SEED TUNE_UPDATES LENPENS CONVERGE_START CONVERGE_STEP CONVERGE_MAX FLAT_LAST FLAT_DROP
+FIRST_SEED CHOSEN HEADS TEST_PARTS OUT_DIR NAME"""
 
 
 def recipe_env(work, **extra):
@@ -54,7 +56,9 @@ def forked_commands(env):
 def step(script, env, ok=True, timeout=600):
     proc = subprocess.run(["bash", os.path.join(RECIPE, script)], env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=REPO)
-    if ok:
+    if ok is None:  # either way: the caller checks
+        pass
+    elif ok:
         assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     else:
         assert proc.returncode != 0, f"{script} should have failed:\n{proc.stderr[-3000:]}"
@@ -726,3 +730,136 @@ def test_evaluate_with_model_overrides_retranslates_and_records_them(recipe):
     assert "model_overrides" not in json.loads((recipe["work"] / "eval" / "rope_transformer" / "result.json").read_text())
     proc = step("evaluate.sh", dict(env, MODEL_OVERRIDES="rope_scaling=linear"), ok=False)
     assert "MODEL_OVERRIDES must be a Python dict" in proc.stderr
+
+
+# --------------------------------------------------------------------------- tuning, convergence, per-system settings
+
+def valid_nll(log_path):
+    """{update: valid nll_loss} read straight from fairseq's json log lines (the ground truth for the tune command)."""
+    losses = {}
+    for line in open(log_path, encoding="utf-8"):
+        m = re.search(r"\| valid \| (\{.*\})\s*$", line)
+        if m:
+            stats = json.loads(m[1])
+            losses[int(stats["valid_num_updates"])] = float(stats["valid_nll_loss"])
+    return losses
+
+
+def test_tune_chooses_each_systems_lowest_valid_loss_from_its_own_grid(recipe, tmp_path):
+    """tune.sh over lr x warm-up for two systems: every point trained to the budget with its own settings, and
+    each system's chosen point is the one of lowest valid nll_loss at the budget in its own fairseq log; the
+    table lists every point; a re-run trains nothing again."""
+    env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}
+    env.update(ARCHS="transformer rope_transformer", TUNE_LRS="5e-4 3e-3", TUNE_WARMUPS="1 4", TUNE_UPDATES="4",
+               MODEL_ARGS=TINY_MODEL, SAVE_INTERVAL_UPDATES="2", OUT_DIR=str(tmp_path), NAME="tiny")
+    step("tune.sh", env)
+    work = recipe["work"]
+    table = (tmp_path / "tiny_tuning.md").read_text()
+    chosen = dict(re.findall(r"^(\w+)=(\S+)", (work / "tune" / "chosen.env").read_text(), re.M))
+    for system in ("transformer", "rope_transformer"):
+        losses = {}
+        for lr in ("5e-4", "3e-3"):
+            for wu in ("1", "4"):
+                folder = work / "tune" / "checkpoints" / f"{system}_lr{lr}_wu{wu}"
+                settings = (folder / ".settings").read_text()
+                assert f"LR={lr}\n" in settings and f"WARMUP_UPDATES={wu}\n" in settings and "MAX_UPDATE=4\n" in settings
+                assert f"--arch {system} " in (folder / "train.log").read_text()
+                losses[lr, wu] = valid_nll(folder / "train.log")[4]
+                assert f"{losses[lr, wu]:.3f}" in table
+        best = min(losses, key=losses.get)
+        assert (chosen[f"LR_{system}"], chosen[f"WARMUP_UPDATES_{system}"]) == best, (losses, chosen)
+        assert f"- {system}: lr {best[0]}, warm-up {best[1]} " in table
+    assert len(set(losses.values())) > 1, "the grid's points trained alike: the test cannot tell a choice"
+    assert step("tune.sh", env).stdout.count("already trained") == 8
+
+
+def test_tune_refuses_a_point_not_trained_to_the_budget(recipe):
+    work = recipe["work"]
+    point = next((work / "tune" / "checkpoints").glob("transformer_lr*"))
+    proc = run_tool("fairseq-rope-tune", "grid", f"transformer={point}", "--updates", "6", check=False)
+    assert proc.returncode == 1 and f"{point}: no validation at update 6 in its train.log (last: 4)" in proc.stderr
+
+
+def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_path):
+    """converge.sh from the tuned settings: rounds of CONVERGE_STEP more updates, each round's verdict the
+    criterion computed here from fairseq's log (relative drop of valid nll_loss from the validation nearest
+    (1 - FLAT_LAST) of the way to the last, under FLAT_DROP); budget.env written once every run is flat, and
+    past CONVERGE_MAX an error naming it."""
+    chosen = tmp_path / "chosen.env"  # (as tune.sh writes it)
+    chosen.write_text("LR_transformer=1e-3\nWARMUP_UPDATES_transformer=2  # valid loss 8.0 at 4\n"
+                      "LR_rope_transformer=2e-3\nWARMUP_UPDATES_rope_transformer=1  # valid loss 7.9 at 4\n")
+    env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}
+    env.update(ARCHS="transformer rope_transformer", MODEL_ARGS=TINY_MODEL, SAVE_INTERVAL_UPDATES="2", CHOSEN=str(chosen),
+               FIRST_SEED="7", CONVERGE_START="4", CONVERGE_STEP="2", CONVERGE_MAX="10", FLAT_LAST="0.5",
+               FLAT_DROP="0.03", OUT_DIR=str(tmp_path), NAME="tiny")
+    proc = step("converge.sh", env, ok=None)
+    work = recipe["work"]
+    logs = {s: valid_nll(work / "checkpoints" / f"{s}_seed7" / "train.log") for s in ("transformer", "rope_transformer")}
+
+    def flat(losses, budget):
+        points = sorted(u for u in losses if u <= budget)
+        start = min(points[:-1], key=lambda u: (abs(u - budget * 0.5), u))
+        return (losses[start] - losses[budget]) / losses[start] < 0.03
+
+    budget, rounds = 4, []
+    while budget <= 10:
+        rounds.append(budget)
+        if all(flat(losses, budget) for losses in logs.values()):
+            break
+        budget += 2
+    for system, lr, warmup in (("transformer", "1e-3", "2"), ("rope_transformer", "2e-3", "1")):
+        settings = (work / "checkpoints" / f"{system}_seed7" / ".settings").read_text()
+        assert f"LR={lr}\n" in settings and f"WARMUP_UPDATES={warmup}\n" in settings and "SEED=7\n" in settings
+    if budget <= 10:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert (work / "tune" / "budget.env").read_text() == f"MAX_UPDATE={budget}\n"
+        report = (tmp_path / "tiny_convergence.md").read_text()
+        assert [int(u) for u in re.findall(r"^At (\d+) updates:", report, re.M)] == rounds
+        assert report.count("still improving") == sum(not flat(l, b) for b in rounds for l in logs.values())
+    else:
+        assert proc.returncode != 0 and "not flat by CONVERGE_MAX=10 updates" in proc.stderr
+        assert not (work / "tune" / "budget.env").exists()
+    assert max(max(l) for l in logs.values()) == rounds[-1]
+
+
+def test_each_system_gets_its_own_seeds_rate_and_the_length_penalty_of_its_best_valid_bleu(recipe):
+    """run.sh with SEEDS_<name>, LR_<name> and LENPENS: the system's own seeds and learning rate are the ones
+    trained (recorded in the run's settings), every penalty translates valid, and the test set is translated
+    with the one of highest valid BLEU (ties: the nearest to 0.6), recorded in result.json."""
+    env = dict(recipe["env"], ARCHS="transformer rope_transformer", SEEDS="1", SEEDS_rope_transformer="4",
+               LR_rope_transformer="2e-3", LENPENS="0.6 2.0", PARALLEL_RUNS="1")
+    step("run.sh", env)
+    work = recipe["work"]
+    assert not (work / "checkpoints" / "rope_transformer_seed1").exists() or \
+        "LR=2e-3" not in (work / "checkpoints" / "rope_transformer_seed1" / ".settings").read_text()
+    assert "LR=2e-3\n" in (work / "checkpoints" / "rope_transformer_seed4" / ".settings").read_text()
+    assert "SEED=4\n" in (work / "checkpoints" / "rope_transformer_seed4" / ".settings").read_text()
+    for run in ("transformer_seed1", "rope_transformer_seed4"):
+        valid = {}
+        for penalty in ("0.6", "2.0"):
+            result = json.loads((work / "eval" / run / f"valid_lenpen{penalty}" / "result.json").read_text())
+            assert result["subset"] == "valid" and float(result["lenpen"]) == float(penalty)
+            assert result["n_sentences"] == len(lines(recipe["raw"] / "valid.de"))
+            valid[float(penalty)] = result["sacrebleu"]
+        best = max(valid, key=lambda p: (valid[p], -abs(p - 0.6)))
+        test = json.loads((work / "eval" / run / "result.json").read_text())
+        assert test["subset"] == "test" and float(test["lenpen"]) == best
+    bad = step("run.sh", dict(env, SEEDS_rope="1"), ok=False)
+    assert "SEEDS_rope is set, but no run in ARCHS is named 'rope'" in bad.stderr
+
+
+def test_rope_auto_translates_every_rope_run_again_with_its_training_length_as_a_system_of_its_own(recipe, tmp_path):
+    """sample_figures.sh with ROPE_AUTO=1: each RoPE run's averaged checkpoint translated again with
+    --rope-scaling auto (recorded in its result.json), as the system rope_transformer_auto beside the others in
+    the comparison; a transformer gets no such run."""
+    env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}
+    env.update(ARCHS="plain=transformer rope_transformer", ROPE_AUTO="1", OUT_DIR=str(tmp_path), NAME="auto",
+               TRAIN_MAX_WORDS="8", PARALLEL_RUNS="1")  # (plain: a run of its own, as earlier tests changed transformer's)
+    step("sample_figures.sh", env)
+    work = recipe["work"]
+    result = json.loads((work / "eval" / "rope_transformer_auto" / "result.json").read_text())
+    assert result["system"] == "rope_transformer_auto" and result["model_overrides"] == "{'rope_scaling': 'auto'}"
+    assert result["checkpoint"].endswith("checkpoints/rope_transformer/checkpoint_avg_last2.pt")
+    assert not (work / "eval" / "plain_auto").exists()
+    table = (tmp_path / "auto_by_length.md").read_text()
+    assert re.search(r"^\| rope_transformer_auto \|", table, re.M) and "Longest training source: 8 words" in table

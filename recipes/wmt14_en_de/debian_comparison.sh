@@ -1,27 +1,76 @@
 #!/usr/bin/env bash
-# RoPE against fairseq's transformer and Shaw's relative positions on real text: the Debian documentation
-# corpus (debian_corpus.sh, built first), each system trained with three seeds at a size that trains on
-# 2 CPU cores, averaged, translated with beam 4 and scored; then the table (mean ± sd over seeds, paired
-# tests), quality by source length and the training curves (sample_figures.sh). Steps already done in
-# WORK_DIR are skipped.
+# RoPE against fairseq's transformer and Shaw's relative positions on real text, the Debian documentation
+# corpus (debian_corpus.sh, built first), each system tuned on its own and trained until it stops
+# improving, then several seeds:
+#   1. tune.sh       learning rate x warm-up on valid loss, per system, one seed ($WORK_DIR/tune/chosen.env)
+#   2. converge.sh   the budget at which every system's valid loss is flat ($WORK_DIR/tune/budget.env)
+#   3. every seed trained to that budget, the last 5 checkpoints averaged, the length penalty chosen on
+#      valid BLEU per run (LENPENS), the test set translated with beam 4 and scored, then the tables
+#      (mean ± sd over seeds, two-sided tests over seeds, intervals), for the whole test set and for
+#      its prose and help parts (report.json's test_lines), quality by length and the curves
+#      (sample_figures.sh).
+# Every step skips what is done and resumes what is not (each run from its last checkpoint).
 #   WORK_DIR   work/debian
 #   ARCHS      "transformer rpe_transformer rope_transformer" (the first is the baseline)
-#   SEEDS      "1 2 3"
-#   MAX_UPDATE 1000 updates of ~2,000 target tokens (1.25 epochs of the corpus), BPE_MERGES 4000
-#   OUT_DIR    $WORK_DIR; OUT_DIR=docs regenerates the committed figures
-# and every knob of sample.sh (model size: MODEL_ARGS, 2+2 layers of dimension 128) and debian_corpus.sh.
+#   SEEDS      "1 2 3 4 5"; SEEDS_rpe_transformer "1 2 3"
+#   HEADS      2 attention heads of 64 channels at dimension 128 (the paper's head size); 4: 32 a head.
+#              WORK_DIR defaults to work/debian_heads4 for HEADS=4, so the two studies sit side by side
+#   LENPENS    "0.2 0.6 1.0 1.4"
+#   BPE_MERGES 4000; TOKENS_PER_UPDATE 2000; SAVE_INTERVAL_UPDATES 200 (5 averaged: the last 1000 updates)
+#   OUT_DIR    $WORK_DIR; OUT_DIR=docs regenerates the committed tables and figures
+# and the knobs of tune.sh (TUNE_*), converge.sh (CONVERGE_*, FLAT_*), sample_figures.sh, sample.sh and
+# debian_corpus.sh. MAX_UPDATE given: that budget, and converge.sh is not run.
 set -euo pipefail
-export WORK_DIR=${WORK_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/work/debian}
+HEADS=${HEADS:-2}
+[[ "$HEADS" =~ ^[1-9][0-9]*$ ]] && [ $((128 % HEADS)) -eq 0 ] || { echo "HEADS must divide 128, got '$HEADS'" >&2; exit 1; }
+default_work=work/debian$([ "$HEADS" -eq 2 ] || echo "_heads$HEADS")
+export WORK_DIR=${WORK_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/$default_work}
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-bash "$RECIPE_DIR/debian_corpus.sh"
-export RAW_DIR=${RAW_DIR:-${RAW_OUT:-$WORK_DIR/raw}}
+# the corpus is built once, in work/debian, whatever the study's WORK_DIR
+export RAW_OUT=${RAW_OUT:-$REPO_ROOT/work/debian/raw}
+WORK_DIR=${CORPUS_WORK_DIR:-$REPO_ROOT/work/debian} bash "$RECIPE_DIR/debian_corpus.sh"
+export RAW_DIR=${RAW_DIR:-$RAW_OUT}
 export ARCHS=${ARCHS:-transformer rpe_transformer rope_transformer}
-export SEEDS=${SEEDS:-1 2 3}
+export SEEDS=${SEEDS:-1 2 3 4 5}
+export SEEDS_rpe_transformer=${SEEDS_rpe_transformer-1 2 3}
+[ -n "$SEEDS_rpe_transformer" ] || unset SEEDS_rpe_transformer
+[[ " $ARCHS " == *" rpe_transformer "* ]] || unset SEEDS_rpe_transformer
 export BPE_MERGES=${BPE_MERGES:-4000}
-export MAX_UPDATE=${MAX_UPDATE:-1000}
-export NAME=${NAME:-debian}
-export TITLE=${TITLE:-Debian manuals (real text)}
+export LENPENS=${LENPENS-0.2 0.6 1.0 1.4}
+export TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-2000} MAX_TOKENS_PER_GPU=${MAX_TOKENS_PER_GPU:-2000}
+export SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-200} KEEP_INTERVAL_UPDATES=${KEEP_INTERVAL_UPDATES:-5}
+export LOG_INTERVAL=${LOG_INTERVAL:-100}
+export MODEL_ARGS=${MODEL_ARGS:---encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 128 --decoder-embed-dim 128 \
+--encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512 --encoder-attention-heads $HEADS --decoder-attention-heads $HEADS}
+export NAME=${NAME:-debian$([ "$HEADS" -eq 2 ] || echo "_heads$HEADS")}
+export TITLE=${TITLE:-Debian manuals (real text), $HEADS heads of $((128 / HEADS)) channels}
 export TEST_SET=${TEST_SET:-"Debian documentation test pages (${RAW_DIR#"$REPO_ROOT"/}/test.{en,de}, $(line_count "$RAW_DIR/test.$SRC") sentences)"}
-log "real text: corpus $RAW_DIR, work dir $WORK_DIR, runs: $ARCHS, seeds $SEEDS"
+need_file "$RAW_DIR/report.json" "the corpus report (debian_corpus.sh writes it)"
+# the test set's parts, from the corpus report: "prose=1-1200 help=1201-2400"
+TEST_PARTS=${TEST_PARTS:-$("$PYTHON" - "$RAW_DIR/report.json" "$(line_count "$RAW_DIR/test.$SRC")" <<'EOF'
+import json, sys
+starts = sorted((first, name) for name, first in json.load(open(sys.argv[1]))["test_lines"].items())
+ends = [first for first, _ in starts[1:]] + [int(sys.argv[2])]
+print(" ".join(f"{name.removeprefix('test_')}={first + 1}-{end}" for (first, name), end in zip(starts, ends)))
+EOF
+)}
+export TEST_PARTS
+log "real text: corpus $RAW_DIR, work dir $WORK_DIR, runs: $ARCHS, seeds $SEEDS${SEEDS_rpe_transformer:+ (rpe_transformer: $SEEDS_rpe_transformer)}, $HEADS heads; test parts: $TEST_PARTS"
+
+# the data once (tune.sh trains on it before sample.sh's run.sh would see it); tune.sh, converge.sh and
+# sample.sh each add MODEL_ARGS to EXTRA_TRAIN_ARGS, in the same way, so a run has one record everywhere
+bash "$RECIPE_DIR/prepare.sh"
+bash "$RECIPE_DIR/tune.sh"
+set -a
+# shellcheck disable=SC1091
+. "$WORK_DIR/tune/chosen.env"
+set +a
+if [ -z "${MAX_UPDATE:-}" ]; then
+  bash "$RECIPE_DIR/converge.sh"
+  # shellcheck disable=SC1091
+  . "$WORK_DIR/tune/budget.env"
+fi
+export MAX_UPDATE
+log "tuned settings: $(grep -o '^[A-Z_a-z]*=[^ ]*' "$WORK_DIR/tune/chosen.env" | tr '\n' ' '); budget $MAX_UPDATE updates"
 bash "$RECIPE_DIR/sample_figures.sh"

@@ -154,7 +154,7 @@ else
   fi
 fi
 echo "$gen_settings" > "$GEN.settings.tmp" && mv -f "$GEN.settings.tmp" "$GEN.settings"
-fields=(--set "beam=$BEAM" --set "lenpen=$LENPEN" --set "tokenizer=$TOKENIZER" --set "backend=$BACKEND")
+fields=(--set "beam=$BEAM" --set "lenpen=$LENPEN" --set "subset=$GEN_SUBSET" --set "tokenizer=$TOKENIZER" --set "backend=$BACKEND")
 if [ -n "$DOCIDS" ]; then fields+=(--docids "$DOCIDS" --extra-file "$GEN.info.json"); fi
 if [ -n "$CONTRASTIVE_JSON" ]; then
   CONTRASTIVE_TEXT=${CONTRASTIVE_TEXT:?CONTRASTIVE_JSON needs CONTRASTIVE_TEXT, the prefix of its .$SRC/.$TGT text files}

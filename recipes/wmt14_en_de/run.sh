@@ -12,6 +12,11 @@
 #                  each run's mean and standard deviation over its seeds, every seed's figure, and a test
 #                  against BASELINE that accounts for seeds and test sentences (docs/evaluation.md).
 #                  Default: unset, one run per entry of ARCHS with train.sh's SEED (1), named NAME
+#   LR_<name>, WARMUP_UPDATES_<name>  this system's own learning rate and warm-up (tune.sh chooses them)
+#   SEEDS_<name>   this system's own seeds, in place of SEEDS (e.g. SEEDS="1 2 3 4 5" SEEDS_rpe_transformer="1 2 3")
+#   LENPENS        length penalties to try on the valid set, e.g. "0.6 1.0 1.4" (default: unset, evaluate.sh's
+#                  LENPEN): each run translates valid with each (eval/NAME/valid_lenpenX) and the test set
+#                  with the one of highest valid BLEU (fairseq-rope-tune lenpen; ties: the nearest to 0.6)
 #   BASELINE       the run the others are tested against when there are several seeds (default: the first
 #                  run whose architecture starts with "transformer", else the first run)
 #   PARALLEL_RUNS  1: architectures one after the other (default). N > 1: train/average/evaluate
@@ -37,6 +42,17 @@ for seed in $SEEDS; do
   seeds+=("$seed")
 done
 [ -z "${SEEDS// /}" ] || [ ${#seeds[@]} -gt 0 ] || die "SEEDS is set but lists no seed"
+seeds_of() {  # seeds_of NAME: the seeds of system NAME (SEEDS_<name>, else SEEDS), checked
+  local own="SEEDS_$1" list=() seed
+  [ -n "${!own+x}" ] || { echo "${seeds[*]}"; return; }
+  for seed in ${!own}; do
+    need_int "$own" "$seed"
+    [[ " ${list[*]} " != *" $seed "* ]] || die "$own lists seed $seed twice ($own=\"${!own}\")"
+    list+=("$seed")
+  done
+  [ ${#list[@]} -gt 0 ] || die "$own is set but lists no seed"
+  echo "${list[*]}"
+}
 # the runs: names (outputs checkpoints/<name>, eval/<name>), their architectures, own flags and seeds;
 # with SEEDS, run NAME_seedS is seed S of the system NAME
 systems=() runs=()
@@ -47,18 +63,26 @@ for entry in $ARCHS; do
   [[ "$arch" =~ ^[A-Za-z0-9_]+$ ]] || die "ARCHS: '$entry' must be ARCH or NAME=ARCH"
   [[ " ${systems[*]} " != *" $name "* ]] || die "ARCHS: two runs are named '$name'; give one another name (NAME=ARCH)"
   systems+=("$name")
-  if [ ${#seeds[@]} -eq 0 ]; then
+  # shellcheck disable=SC2207
+  own_seeds=($(seeds_of "$name"))
+  if [ ${#own_seeds[@]} -eq 0 ]; then
     runs+=("$name"); arch_of[$name]=$arch system_of[$name]=$name seed_of[$name]=${SEED:-1}
   else
-    for seed in "${seeds[@]}"; do
+    for seed in "${own_seeds[@]}"; do
       run=${name}_seed$seed
       runs+=("$run"); arch_of[$run]=$arch system_of[$run]=$name seed_of[$run]=$seed
     done
   fi
 done
-for var in $(compgen -v ARGS_ || true); do  # a run's flags for a run that does not exist: a typo
-  [[ " ${systems[*]} " == *" ${var#ARGS_} "* ]] || die "$var is set, but no run in ARCHS is named '${var#ARGS_}' (ARCHS=\"$ARCHS\")"
+for prefix in ARGS SEEDS LR WARMUP_UPDATES; do  # a system's own setting for a run that does not exist: a typo
+  for var in $(compgen -v "${prefix}_" || true); do
+    [[ " ${systems[*]} " == *" ${var#"${prefix}_"} "* ]] \
+      || die "$var is set, but no run in ARCHS is named '${var#"${prefix}_"}' (ARCHS=\"$ARCHS\")"
+  done
 done
+LENPENS=${LENPENS:-}
+for lenpen in $LENPENS; do need_num LENPENS "$lenpen"; done
+[ -z "${LENPENS// /}" ] || need_cmd fairseq-rope-tune "$ROPE_HINT"
 if [ -z "${BASELINE:-}" ]; then
   BASELINE=${systems[0]}
   for entry in $ARCHS; do
@@ -85,10 +109,22 @@ stage() {  # stage NAME SCRIPT [VAR=VALUE...]: the script says what it starts; i
 model() {  # model NAME [VAR=VALUE...]: train, average, evaluate one run
   local name=$1 arch=${arch_of[$1]} system=${system_of[$1]}; shift
   local run=(ARCH="$arch" RUN_NAME="$name" SYSTEM="$system" SEED="${seed_of[$name]}"
-             EXTRA_TRAIN_ARGS="$(run_args "$system")")
+             EXTRA_TRAIN_ARGS="$(run_args "$system")") own_lr="LR_$system" own_warmup="WARMUP_UPDATES_$system"
+  [ -z "${!own_lr:-}" ] || run+=(LR="${!own_lr}")
+  [ -z "${!own_warmup:-}" ] || run+=(WARMUP_UPDATES="${!own_warmup}")
   stage "train $name" train.sh "${run[@]}" "$@"
   stage "average $name" average.sh "${run[@]}" "$@"
-  stage "evaluate $name" evaluate.sh "${run[@]}" "$@"
+  local lenpen=() results=() penalty
+  if [ -n "${LENPENS// /}" ]; then
+    for penalty in $LENPENS; do
+      stage "valid $name, length penalty $penalty" evaluate.sh "${run[@]}" GEN_SUBSET=valid LENPEN="$penalty" \
+        EVAL_DIR="$WORK_DIR/eval/$name/valid_lenpen$penalty" TEST_SET="valid" "$@"
+      results+=("$WORK_DIR/eval/$name/valid_lenpen$penalty/result.json")
+    done
+    fairseq-rope-tune lenpen "${results[@]}" --out-env "$WORK_DIR/eval/$name/lenpen.env"
+    lenpen=(LENPEN="$(sed -n 's/^LENPEN_[A-Za-z0-9_]*=//p' "$WORK_DIR/eval/$name/lenpen.env")")
+  fi
+  stage "evaluate $name" evaluate.sh "${run[@]}" "${lenpen[@]}" "$@"
 }
 
 stage "prepare data" prepare.sh

@@ -12,6 +12,10 @@
 #   SEEDS     training seeds (run.sh's knob): with several, the table and the by-length figure give each
 #             run's mean ± standard deviation over its seeds (error bars) and the test over seeds and
 #             sentences; the training curves are those of the first seed
+#   TEST_PARTS  unset; "PART=FIRST-LAST ...": the test set is several written one after the other, and
+#             each part also gets its own table and figure, $OUT_DIR/${NAME}_PART_by_length.{md,png}
+#             (fairseq-rope-compare --lines FIRST-LAST), e.g. "prose=1-1200 help=1201-2400"
+#   ROPE_AUTO 0; 1: every RoPE run also translated with --rope-scaling auto, as the system NAME_auto
 #   NAME      sample (the figures' file names and title)
 #   TITLE     "Offline sample"
 # and every knob of sample.sh.
@@ -40,16 +44,50 @@ for entry in $ARCHS; do names+=("${entry%%=*}"); done  # a run is ARCH or NAME=A
 # shellcheck disable=SC2206
 seeds=(${SEEDS:-})
 first_seed=${seeds[0]:+_seed${seeds[0]}}  # (the runs' directories are NAME_seedS with SEEDS, else NAME)
+declare -A arch_of=()
+for entry in $ARCHS; do arch_of[${entry%%=*}]=${entry#*=}; done
 for name in "${names[@]}"; do
-  logs+=("$name=$WORK_DIR/checkpoints/$name$first_seed/train.log")
-  if [ ${#seeds[@]} -eq 0 ]; then results+=(--result "$name=$WORK_DIR/eval/$name/result.json"); fi
-  for seed in "${seeds[@]}"; do results+=(--result "$name=$WORK_DIR/eval/${name}_seed$seed/result.json"); done
+  own="SEEDS_$name"
+  # shellcheck disable=SC2206
+  own_seeds=(${!own:-${SEEDS:-}})  # (run.sh's SEEDS_<name>: a system's own seeds)
+  logs+=("$name=$WORK_DIR/checkpoints/$name${own_seeds[0]:+_seed${own_seeds[0]}}/train.log")
+  if [ ${#own_seeds[@]} -eq 0 ]; then results+=(--result "$name=$WORK_DIR/eval/$name/result.json"); fi
+  for seed in "${own_seeds[@]}"; do results+=(--result "$name=$WORK_DIR/eval/${name}_seed$seed/result.json"); done
 done
+# ROPE_AUTO=1: every RoPE run also translated with --rope-scaling auto (its own training length), as the
+# system <name>_auto, with the run's length penalty
+if [ "${ROPE_AUTO:-0}" = 1 ]; then
+  for name in "${names[@]}"; do
+    [[ "${arch_of[$name]}" == rope_transformer* ]] || continue
+    own="SEEDS_$name"
+    # shellcheck disable=SC2206
+    own_seeds=(${!own:-${SEEDS:-}})
+    for run in $([ ${#own_seeds[@]} -eq 0 ] && echo "$name" || printf "${name}_seed%s " "${own_seeds[@]}"); do
+      seed=${run##*_seed}; [ "$run" != "$name" ] || seed=${SEED:-1}
+      lenpen=$(sed -n 's/^LENPEN_[A-Za-z0-9_]*=//p' "$WORK_DIR/eval/$run/lenpen.env" 2>/dev/null || true)
+      auto=${name}_auto${run#"$name"}
+      env ARCH="${arch_of[$name]}" RUN_NAME="$auto" SYSTEM="${name}_auto" SEED="$seed" EVAL_DIR="$WORK_DIR/eval/$auto" \
+        CHECKPOINT="$WORK_DIR/checkpoints/$run/checkpoint_avg_last${AVERAGE_LAST:-5}.pt" ${lenpen:+LENPEN="$lenpen"} \
+        MODEL_OVERRIDES="{'rope_scaling': 'auto'}" bash "$RECIPE_DIR/evaluate.sh"
+      results+=(--result "${name}_auto=$WORK_DIR/eval/$auto/result.json")
+    done
+  done
+fi
+own_settings=$(compgen -v LR_ || true)$(compgen -v WARMUP_UPDATES_ || true)
 fairseq-rope-plot-training "${logs[@]}" --out "$OUT_DIR/${NAME}_curves.png" \
   --title "$TITLE: training curves${seeds[0]:+ (seed ${seeds[0]})}"
 max_update=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/${names[0]}$first_seed/.done")
-fairseq-rope-compare --src "$RAW_DIR/test.$SRC" "${results[@]}" --buckets "$BUCKETS" \
-  --note "Models: sample.sh's, $max_update updates, identical settings for every run; checkpoints: average of the last ${AVERAGE_LAST:-5}${seeds[0]:+; training seeds ${seeds[*]}}." \
+unseen=()  # (a length split's longest training source: the longer buckets marked as unseen lengths)
+[ -z "${TRAIN_MAX_WORDS:-}" ] || unseen=(--train-max-words "$TRAIN_MAX_WORDS")
+fairseq-rope-compare --src "$RAW_DIR/test.$SRC" "${results[@]}" --buckets "$BUCKETS" "${unseen[@]}" \
+  --note "Models: sample.sh's, $max_update updates, $([ -n "$own_settings" ] && echo "each system's learning rate and warm-up its own (LR_*, WARMUP_UPDATES_*: $(for v in $own_settings; do printf '%s=%s ' "$v" "${!v}"; done | sed 's/ $//'))" || echo "identical settings for every run"); checkpoints: average of the last ${AVERAGE_LAST:-5}${seeds[0]:+; training seeds ${seeds[*]}}${LENPENS:+; length penalty chosen per run on valid BLEU from $LENPENS}." \
   --title "$TITLE: quality by source length" \
   --out-md "$OUT_DIR/${NAME}_by_length.md" --out-png "$OUT_DIR/${NAME}_by_length.png"
-log "figures in $OUT_DIR: ${NAME}_curves.png, ${NAME}_by_length.png (+ ${NAME}_by_length.md)"
+for part in ${TEST_PARTS:-}; do
+  [[ "$part" =~ ^([A-Za-z0-9_]+)=([0-9]+-[0-9]+)$ ]] || die "TEST_PARTS: '$part' must be PART=FIRST-LAST (e.g. prose=1-1200)"
+  fairseq-rope-compare --src "$RAW_DIR/test.$SRC" "${results[@]}" --buckets "$BUCKETS" "${unseen[@]}" --lines "${BASH_REMATCH[2]}" \
+    --note "Models: as in ${NAME}_by_length.md; the ${BASH_REMATCH[1]} part of the test set." \
+    --title "$TITLE, ${BASH_REMATCH[1]}: quality by source length" \
+    --out-md "$OUT_DIR/${NAME}_${BASH_REMATCH[1]}_by_length.md" --out-png "$OUT_DIR/${NAME}_${BASH_REMATCH[1]}_by_length.png"
+done
+log "figures in $OUT_DIR: ${NAME}_curves.png, ${NAME}_by_length.png (+ ${NAME}_by_length.md${TEST_PARTS:+, and per part})"

@@ -1,0 +1,217 @@
+"""fairseq-rope-tune: settings chosen on the valid set, and whether training has stopped improving.
+
+    fairseq-rope-tune grid transformer=work/debian/tune/checkpoints/transformer_lr1e-3_wu250 ... --updates 2000 \
+        --out-md debian_tuning.md --out-env chosen.env
+    fairseq-rope-tune flat transformer=work/debian/checkpoints/transformer_seed1 rope=... [--last 0.2] [--drop 0.01]
+    fairseq-rope-tune lenpen work/debian/eval/rope_seed1/valid_lenpen*/result.json [--out-env lenpen.env]
+
+grid: each run is SYSTEM=DIR, a folder train.sh trained (its .settings give the learning rate and
+warm-up; its train.log the validations). The point of a system with the lowest valid loss at
+--updates (fairseq's nll_loss, base 2: the model's cross-entropy, without the label-smoothing term,
+which is the same for every point) is chosen; a point whose log has no validation at exactly
+--updates is an error (not yet trained that far). --out-env writes LR_<system>= and
+WARMUP_UPDATES_<system>= lines for run.sh.
+
+flat: a run has stopped improving when its valid loss at the last validation is less than --drop
+(relative, default 1%) below its value at the validation closest to (1 - --last) of the way
+(default: the last fifth of the updates). Prints one line a run; exit status 0 only when every run is
+flat, 3 when some is not.
+
+lenpen: result.json files of evaluate.sh on the valid set (GEN_SUBSET=valid, one per length penalty):
+the one with the highest BLEU (ties: the penalty closest to the paper's 0.6), per system.
+"""
+
+import json
+import os
+import sys
+
+from .common import InputError, argument_parser, atomic_output, parse_named
+from .plot_training import parse_log
+
+PROG = "fairseq-rope-tune"
+PAPER_LENPEN = 0.6
+
+
+def read_settings(folder):
+    """train.sh's record of a run ($SAVE_DIR/.settings: NAME=value lines)."""
+    path = os.path.join(folder, ".settings")
+    if not os.path.isfile(path):
+        raise InputError(PROG, f"{path} not found: {folder} is not a folder train.sh trained")
+    settings = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            key, sep, value = line.rstrip("\n").partition("=")
+            if sep:
+                settings[key] = value
+    for key in ("LR", "WARMUP_UPDATES"):
+        if key not in settings:
+            raise InputError(PROG, f"{path} has no {key}= line")
+    return settings
+
+
+def valid_losses(folder, key="nll_loss"):
+    """{update: valid loss} from the folder's train.log."""
+    log = os.path.join(folder, "train.log")
+    if not os.path.isfile(log):
+        raise InputError(PROG, f"{log} not found (train.sh writes it)")
+    records = parse_log(log)
+    return {u: s[key] for u, s in records["valid"].items() if key in s}
+
+
+def grid_points(specs, updates):
+    """[(system, lr, warmup, valid loss at `updates`, folder)], in the order given."""
+    points = []
+    for spec in specs:
+        system, folder = parse_named(spec)
+        if not system:
+            raise InputError(PROG, f"'{spec}': expected SYSTEM=DIR")
+        settings = read_settings(folder)
+        losses = valid_losses(folder)
+        if updates not in losses:
+            reached = max(losses) if losses else 0
+            raise InputError(PROG, f"{folder}: no validation at update {updates} in its train.log (last: {reached}); "
+                             f"train it to --updates first")
+        points.append((system, settings["LR"], int(settings["WARMUP_UPDATES"]), losses[updates], folder))
+    return points
+
+
+def choose(points):
+    """{system: its point with the lowest valid loss}."""
+    best = {}
+    for point in points:
+        if point[0] not in best or point[3] < best[point[0]][3]:
+            best[point[0]] = point
+    return best
+
+
+def grid_table(points, best, updates):
+    systems = list(dict.fromkeys(p[0] for p in points))
+    lrs = list(dict.fromkeys(p[1] for p in points))
+    warmups = list(dict.fromkeys(p[2] for p in points))
+    at = {(p[0], p[1], p[2]): p[3] for p in points}
+    lines = [f"Valid loss (fairseq's nll_loss, base 2) after {updates} updates, one seed; **bold**: the "
+             f"point chosen for the system (lowest).", ""]
+    lines.append("| system | warm-up | " + " | ".join(f"lr {lr}" for lr in lrs) + " |")
+    lines.append("|---|---:|" + "---:|" * len(lrs))
+    for system in systems:
+        for wu in warmups:
+            cells = []
+            for lr in lrs:
+                value = at.get((system, lr, wu))
+                if value is None:
+                    cells.append("")
+                    continue
+                text = f"{value:.3f}"
+                chosen = best[system]
+                cells.append(f"**{text}**" if (chosen[1], chosen[2]) == (lr, wu) else text)
+            lines.append(f"| {system} | {wu} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for system in systems:
+        chosen = best[system]
+        others = sorted(p[3] for p in points if p[0] == system and p is not chosen)
+        margin = f", {others[0] - chosen[3]:.3f} below the next" if others else ""
+        lines.append(f"- {system}: lr {chosen[1]}, warm-up {chosen[2]} (valid loss {chosen[3]:.3f}{margin})")
+    return "\n".join(lines) + "\n"
+
+
+def run_grid(args):
+    points = grid_points(args.runs, args.updates)
+    best = choose(points)
+    table = grid_table(points, best, args.updates)
+    sys.stdout.write(table)
+    if args.out_md:
+        with atomic_output(args.out_md) as f:
+            f.write(table)
+    if args.out_env:
+        with atomic_output(args.out_env) as f:
+            for system, (_, lr, wu, loss, _) in best.items():
+                f.write(f"LR_{system}={lr}\nWARMUP_UPDATES_{system}={wu}  # valid loss {loss:.4f} at {args.updates}\n")
+
+
+def flatness(losses, last):
+    """(update at the start of the window, its loss, last update, its loss, relative drop)."""
+    if len(losses) < 2:
+        return None
+    updates = sorted(losses)
+    end = updates[-1]
+    target = end * (1 - last)
+    start = min(updates[:-1], key=lambda u: (abs(u - target), u))
+    drop = (losses[start] - losses[end]) / losses[start]
+    return start, losses[start], end, losses[end], drop
+
+
+def run_flat(args):
+    if not 0 < args.last < 1:
+        raise InputError(PROG, f"--last {args.last}: expected a fraction of the updates between 0 and 1")
+    if not args.drop > 0:
+        raise InputError(PROG, f"--drop {args.drop}: expected a relative drop above 0, e.g. 0.01")
+    all_flat = True
+    for spec in args.runs:
+        name, folder = parse_named(spec, default_name=lambda p: os.path.basename(p.rstrip("/")))
+        losses = valid_losses(folder, args.loss)
+        result = flatness(losses, args.last)
+        if result is None:
+            raise InputError(PROG, f"{folder}: fewer than two validations in its train.log")
+        start, before, end, after, drop = result
+        flat = drop < args.drop
+        all_flat &= flat
+        print(f"{name}: valid {args.loss} {before:.4f} at {start} -> {after:.4f} at {end}: "
+              f"{100 * drop:+.2f}% lower, {'flat' if flat else 'still improving'} "
+              f"(criterion: < {100 * args.drop:g}% over the last {100 * args.last:g}%)")
+    return 0 if all_flat else 3
+
+
+def run_lenpen(args):
+    by_system = {}
+    for path in args.results:
+        try:
+            with open(path, encoding="utf-8") as f:
+                result = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise InputError(PROG, f"{path}: cannot read a result.json ({e})")
+        for key in ("lenpen", "sacrebleu"):
+            if key not in result:
+                raise InputError(PROG, f"{path} has no '{key}' (expected evaluate.sh's result.json)")
+        if result.get("subset", "valid") != "valid":
+            raise InputError(PROG, f"{path} scores the {result['subset']} set; the length penalty is chosen on valid")
+        system = result.get("system") or result.get("run") or os.path.basename(os.path.dirname(path))
+        by_system.setdefault(system, []).append((float(result["lenpen"]), float(result["sacrebleu"]), path))
+    lines = []
+    for system, tried in by_system.items():
+        best = max(tried, key=lambda t: (t[1], -abs(t[0] - PAPER_LENPEN)))
+        scores = ", ".join(f"{lp:g}: {b:.2f}" for lp, b, _ in sorted(tried))
+        print(f"{system}: length penalty {best[0]:g} (valid BLEU {best[1]:.2f}; tried {scores})")
+        lines.append(f"LENPEN_{system}={best[0]:g}\n")
+    if args.out_env:
+        with atomic_output(args.out_env) as f:
+            f.writelines(lines)
+
+
+def main(argv=None):
+    ap = argument_parser(PROG, __doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+    grid = sub.add_parser("grid", help="the point of lowest valid loss per system")
+    grid.add_argument("runs", nargs="+", metavar="SYSTEM=DIR")
+    grid.add_argument("--updates", type=int, required=True, help="the budget every point was trained to")
+    grid.add_argument("--out-md", help="the table (markdown)")
+    grid.add_argument("--out-env", help="LR_<system>, WARMUP_UPDATES_<system> lines for run.sh")
+    flat = sub.add_parser("flat", help="has the valid loss stopped falling")
+    flat.add_argument("runs", nargs="+", metavar="NAME=DIR")
+    flat.add_argument("--last", type=float, default=0.2, help="the window, a fraction of the updates (default 0.2)")
+    flat.add_argument("--drop", type=float, default=0.01, help="relative drop under which a run is flat (default 0.01)")
+    flat.add_argument("--loss", default="nll_loss", choices=("loss", "nll_loss"))
+    lenpen = sub.add_parser("lenpen", help="the length penalty of highest valid BLEU per system")
+    lenpen.add_argument("results", nargs="+", metavar="RESULT_JSON")
+    lenpen.add_argument("--out-env", help="LENPEN_<system>= lines")
+    args = ap.parse_args(argv)
+    if args.command == "grid":
+        if args.updates < 1:
+            raise InputError(PROG, f"--updates {args.updates}: expected a positive number of updates")
+        return run_grid(args)
+    if args.command == "flat":
+        return run_flat(args)
+    return run_lenpen(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
