@@ -55,6 +55,9 @@ MEDIA_TYPES = {"txt": "text/plain; charset=utf-8", "html": "text/html; charset=u
                "srt": "application/x-subrip; charset=utf-8", "vtt": "text/vtt; charset=utf-8",
                "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"}
 BOM = "\ufeff"
+# bytes the XML parts of a .docx (a zip archive) may unpack to: a 500-page book has about 10 MB; a "zip bomb"
+# of millions of empty elements in a small file is refused before it is parsed (read_docx)
+DOCX_XML_LIMIT = 20 << 20
 
 SRT_TIMING = re.compile(r"[ \t]*\d+:\d{1,2}:\d{1,2}[,.]\d{1,3}[ \t]*-->[ \t]*\d+:\d{1,2}:\d{1,2}[,.]\d{1,3}"
                         r"(?:[ \t].*)?")
@@ -107,10 +110,11 @@ class Document:
         return self._write(list(translations))
 
 
-def read_document(data: bytes, fmt: str, name: str) -> Document:
-    """The file ``data`` (named ``name`` in errors) of format ``fmt``."""
+def read_document(data: bytes, fmt: str, name: str, docx_xml_limit: int = DOCX_XML_LIMIT) -> Document:
+    """The file ``data`` (named ``name`` in errors) of format ``fmt``; a .docx whose XML unpacks to more than
+    ``docx_xml_limit`` bytes is refused (0: no limit)."""
     if fmt == "docx":
-        return read_docx(data, name)
+        return read_docx(data, name, docx_xml_limit)
     declared = declared_charset(data, name) if fmt == "html" else None
     bom, text = decode(data, name, declared)
     if fmt == "txt":
@@ -347,9 +351,10 @@ def python_docx():
     return docx
 
 
-def read_docx(data: bytes, name: str) -> Document:
+def read_docx(data: bytes, name: str, xml_limit: int = DOCX_XML_LIMIT) -> Document:
     """A Word document's paragraphs (body, tables, text boxes, headers and footers) as units of inline HTML
-    (WordParagraph)."""
+    (WordParagraph); refused before it is parsed if its XML parts unpack to more than ``xml_limit`` bytes
+    (0: no limit), as zipfile's headers give their sizes (zipfile reads no more than a header says)."""
     import zipfile
 
     docx = python_docx()
@@ -359,6 +364,11 @@ def read_docx(data: bytes, name: str) -> Document:
     if not zipfile.is_zipfile(io.BytesIO(data)):
         raise FileError(f"{name} is not a Word document (.docx): expected a zip archive (a .doc of older Word "
                         "versions, or a damaged file, is not one)")
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        unpacked = sum(part.file_size for part in archive.infolist() if part.filename.endswith((".xml", ".rels")))
+    if xml_limit and unpacked > xml_limit:
+        raise FileError(f"{name}: its XML unpacks to {unpacked:,} bytes, more than the limit of {xml_limit:,} for a "
+                        f"Word document (a small file that unpacks to this much is mostly markup, not text)")
     try:
         document = docx.Document(io.BytesIO(data))
     except Exception as error:  # (python-docx raises KeyError, PackageNotFoundError, XML errors, ...)
@@ -370,8 +380,12 @@ def read_docx(data: bytes, name: str) -> Document:
             seen.add(rel.target_part.partname)
             roots.append(rel.target_part.element)
     paragraphs = []
+    text_of, hyphen = qn("w:t"), qn("w:noBreakHyphen")
     for root in roots:
         for p in root.iter(qn("w:p")):
+            if not any(t.text for t in p.iter(text_of)) and p.find(".//" + hyphen) is None:
+                continue  # no text (an empty paragraph, an image; python-docx's run text adds only tabs, breaks
+                # and hyphens to w:t's): kept as it is, without the cost of reading its runs
             if p.find(".//" + qn("w:fldChar")) is not None or p.find(".//" + qn("w:fldSimple")) is not None:
                 continue  # fields (page numbers, a table of contents): kept as they are
             paragraph = WordParagraph(p)

@@ -22,9 +22,14 @@ enclosed:
    enclosed, and the target words between the first and the last of them (a phrase stays whole). The
    rules where that is not enough: an element inside another stays inside it (clipped to its parent's
    words); siblings do not overlap (a later one loses the words an earlier one took); an element whose
-   words align nowhere (or lost them all) is put, empty, after the target word aligned to the source word
-   before it (at the start where there is none); a void element (``<br>``, ``<img>``, a comment) goes
-   there too. Code (``<code>``, ``<tt>``, ``<kbd>``, ``<samp>``, ``<var>``, ``translate="no"``, class
+   words align nowhere (or lost them all) goes around one target word: the first that starts at or after
+   its place, the point after the target word aligned to the source word before it (the start where there
+   is none; the last word where none starts there), within its parent's words, or the nearest word no
+   sibling took (up to ``NEAREST_FREE`` words away; else inside the sibling's). An engine that aligned no
+   target word is read as one that gives no alignment: each target word at its relative place. So no element that held words comes back empty, in any format: an empty element is
+   invisible in a page, and a Word run or hyperlink without text has nothing to hold (it was lost). A void
+   element (``<br>``, ``<img>``, a comment) and an element that held no words go, as they were, at that
+   place. Code (``<code>``, ``<tt>``, ``<kbd>``, ``<samp>``, ``<var>``, ``translate="no"``, class
    ``notranslate``) is read by the model as part of its sentence (it then has words to align) and comes
    back verbatim, in place of the target words it covers.
 
@@ -55,6 +60,8 @@ NO_TRANSLATE = re.compile(r"""\btranslate\s*=\s*["']?no\b|\bclass\s*=\s*["'][^"'
 # inline elements open inside one another (<b><i>...): the default of fairseq-rope-serve's and
 # fairseq-rope-translate's --nesting-limit (pieces_of's own default: no limit)
 NESTING_LIMIT = 100
+# how far (in target words) an element whose words align nowhere looks for a word no sibling took (project)
+NEAREST_FREE = 32
 
 
 class MarkupError(ValueError):
@@ -344,13 +351,15 @@ def project(sentence: str, elements: Sequence[Element], translation: Translation
     if not elements:
         return html.escape(text, quote=False) if escaped else text
     alignment = getattr(translation, "alignment", None)
-    aligned = alignment is not None and len(alignment) == len(translation.target)
+    aligned = alignment is not None and len(alignment) == len(translation.target) and \
+        any(i is not None for i in alignment)  # (an engine that aligned nothing: as one without alignment)
     if aligned:
         source_words, source_word_of = words_of(translation.source)
         target_words, target_word_of = words_of(translation.target)
     else:  # no attention from the engine: the words between spaces, each target word at its relative place
         source_words, target_words = sentence.split(), text.split()
     source_spans, target_spans = word_spans(source_words, sentence), word_spans(target_words, text)
+    target_starts = [a for a, _ in target_spans]
     aligned_to: List[List[int]] = [[] for _ in source_words]  # the target words aligned to each source word
     if aligned:
         for j, i in enumerate(alignment):
@@ -414,6 +423,20 @@ def project(sentence: str, elements: Sequence[Element], translation: Translation
                 a, b = target_spans[words[parent][0]][0], target_spans[words[parent][1] - 1][1]
                 place = min(max(place, a), b)
         places.append(place)
+        if words[-1] is None and e.start < e.end and e.verbatim is None and target_words and \
+                (parent is None or words[parent] is not None):
+            # words aligned nowhere (or all taken): the target word at its place, within its parent's words,
+            # or the nearest one no sibling took (looked for up to NEAREST_FREE words away)
+            low, high = (0, len(target_words)) if parent is None else words[parent]
+            at = min(max(bisect.bisect_left(target_starts, place), low), high - 1)
+            free = lambda w: not (siblings[0] and (n := bisect.bisect_right(siblings[0], w) - 1) >= 0  # noqa: E731
+                                  and siblings[1][n] > w)
+            w = next((w for d in range(NEAREST_FREE) for w in (at + d, at - d) if low <= w < high and free(w)), at)
+            words[-1] = (w, w + 1)
+            if free(w):
+                n = bisect.bisect_left(siblings[0], w)
+                for column, value in zip(siblings, (w, w + 1, k)):
+                    column.insert(n, value)
     ranges = [None if w is None else (target_spans[w[0]][0], target_spans[w[1] - 1][1]) for w in words]
     return render(text, elements, ranges, places, escaped)
 

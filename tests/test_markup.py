@@ -89,9 +89,11 @@ def test_reversed_words_nested_and_sibling_tags():
 
 
 def test_a_phrase_stays_whole_and_a_sibling_loses_the_words_an_earlier_one_took():
-    # b's words align to target 0 and 2: it covers 0..2; i's word aligns to 1, inside b's range: i loses it
+    # b's words align to target 0 and 2: it covers 0..2; i's word aligns to 1, inside b's range: i loses it,
+    # and goes around the word at its place (after Y, the word of y, before z: the last word), inside b's, as
+    # b took every word
     out = translated("<p><b>x y</b> <i>z</i></p>", ["X", "Z", "Y"], [0, 2, 1])
-    assert out == "<p><b>X Z Y</b><i></i></p>"
+    assert out == "<p><b>X Z <i>Y</i></b></p>"
 
 
 def test_a_child_is_clipped_to_its_parents_words():
@@ -99,16 +101,22 @@ def test_a_child_is_clipped_to_its_parents_words():
     # b covers X..Y (0..2); i (y -> Y) inside it
     assert out == "<p><b>X Z <i>Y</i></b></p>"
     # b (x, y -> T0, T2) loses T1 onwards to its earlier sibling a (w -> T1): b keeps T0, and its child i (y -> T2)
-    # is clipped to b's words, none left: empty, after T0
+    # is clipped to b's words, none left: around the one word of b's
     out = translated('<p><a href="#">w</a> <b>x <i>y</i></b></p>', ["T0", "T1", "T2"], [1, 0, 2])
-    assert out == '<p><b>T0</b><i></i> <a href="#">T1</a> T2</p>'
+    assert out == '<p><b><i>T0</i></b> <a href="#">T1</a> T2</p>'
 
 
-def test_an_element_whose_words_align_nowhere_goes_empty_after_the_word_before_it():
+def test_an_element_whose_words_align_nowhere_goes_around_the_target_word_at_its_place():
+    """Its place: after the target word aligned to the source word before it (the start where there is
+    none); the word: the first that starts there, or the nearest one no sibling took."""
     out = translated("<p>x <b>y</b> z</p>", ["X", "Z"], [0, 2])
-    assert out == "<p>X<b></b> Z</p>"
+    assert out == "<p>X <b>Z</b></p>"
     out = translated("<p><b>y</b> z</p>", ["Z"], [1])
-    assert out == "<p><b></b>Z</p>"
+    assert out == "<p><b>Z</b></p>"
+    out = translated("<p><b>x</b> <i>y</i> z</p>", ["X", "Z"], [0, 2])  # (X is b's: i takes the next word)
+    assert out == "<p><b>X</b> <i>Z</i></p>"
+    out = translated("<p>x <b>y</b> z</p>", ["Z", "X"], [None, None])  # no alignment at all: relative places
+    assert out == "<p>Z <b>X</b></p>"
 
 
 def test_void_elements_go_after_the_target_word_aligned_to_the_word_before_them():
@@ -335,9 +343,10 @@ T6 = [f"T{n}" for n in range(6)]
 
 
 @pytest.mark.parametrize("page, translations, want", [
-    # siblings in their order: <u> (T1..T5) loses T3..T4 to <b>, then T1..T2 to <i> (T0..T2), and nothing is left
+    # siblings in their order: <u> (T1..T5) loses T3..T4 to <b>, then T1..T2 to <i> (T0..T2), and nothing is left:
+    # its place is after T2 (p's last word), T3 and T4 are b's, and T5 the nearest word no sibling took
     ("<p><b>q</b> <i>p</i> <u>c</u></p>", [(" ".join(T6), ["q", "p", "c"], T6, [1, 2, 1, 0, 0, 2])],
-     "<p><i>T0 T1 T2</i><u></u> <b>T3 T4</b> T5</p>"),
+     "<p><i>T0 T1 T2</i> <b>T3 T4</b> <u>T5</u></p>"),
     # the empty <b> inside <i> has <i> as its parent, not the empty <b> before <i> at the same place
     ("<p>x <b></b><i><b></b>y</i></p>", [("Y X", ["x", "y"], ["Y", "X"], [1, 0])], "<p><i>Y</i><b></b> X<b></b></p>"),
     # a <br> at the start of the second sentence, inside a <b> across the two, goes with the first

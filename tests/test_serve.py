@@ -4,6 +4,7 @@ curl, a browser)."""
 
 import concurrent.futures
 import html
+import io
 import json
 import os
 import re
@@ -340,6 +341,63 @@ def test_a_heavy_file_does_not_hold_other_clients_answers(model):
         server.stop()
 
 
+def zip_bomb_docx(paragraphs):
+    """A real .docx (python-docx's) whose body also holds ``paragraphs`` empty paragraphs: tiny compressed."""
+    import docx
+    import zipfile
+
+    document = docx.Document()
+    document.add_paragraph("The small dog sees the red house.")
+    plain = io.BytesIO()
+    document.save(plain)
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(plain.getvalue())) as source, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as out:
+        for part in source.infolist():
+            data = source.read(part.filename)
+            if part.filename == "word/document.xml":
+                data = data.replace(b"<w:body>", b"<w:body>" + b"<w:p/>" * paragraphs)
+            out.writestr(part, data)
+    return bomb.getvalue()
+
+
+def test_hostile_files_are_answered_or_refused_by_name_in_bounded_time(model):
+    """Files within the upload limit built to cost far more than their size: a .docx of 3.6 million empty
+    paragraphs (22 MB of XML in 68 KB) is refused before it is parsed, naming the limit; a page of 120,000
+    empty inline elements and a subtitle file of 100,000 cues within the default limits are answered, a file
+    of 130,000 cues past --file-char-limit (1,000,000 characters) and a page in a charset it does not declare
+    are refused by name; each within 60 s (a bound a loaded 2-core machine meets; parsing the .docx whole
+    took minutes and gigabytes)."""
+    bound = 60
+    server = Server(model)
+    try:
+        def timed(name, data):
+            started = time.monotonic()
+            status, answer = post_file(server.url, name, data)
+            took = time.monotonic() - started
+            assert took < bound, f"{name} took {took:.1f} s"
+            return status, answer
+
+        bomb = zip_bomb_docx(3_600_000)
+        assert len(bomb) < 200_000
+        status, answer = timed("bomb.docx", bomb)
+        assert status == 400 and "bomb.docx: its XML unpacks to" in answer["error"], answer
+        assert "more than the limit of 20,971,520" in answer["error"]
+        page = ("<html><body><p>The small dog " + "<i></i>" * 120_000 + "sees the red house.</p></body></html>").encode()
+        status, answer = timed("empty.html", page)
+        assert status == 200 and "translatedFileUrl" in answer, answer
+        cues = "".join(f"{i + 1}\n00:00:01,000 --> 00:00:02,000\n{'Yes.' if i % 1000 == 0 else ''}\n\n"
+                       for i in range(100_000)).encode()
+        status, answer = timed("cues.srt", cues)
+        assert status == 200 and "translatedFileUrl" in answer, answer
+        many = "".join(f"{i + 1}\n00:00:01,000 --> 00:00:02,000\nThe dog.\n\n" for i in range(130_000)).encode()
+        status, answer = timed("many.srt", many)
+        assert status == 400 and "exceeds the file limit (1000000, --file-char-limit)" in answer["error"], answer
+        status, answer = timed("latin1.html", "<p>Die Stra\u00dfe ist sch\u00f6n.</p>".encode("latin-1"))
+        assert status == 400 and "latin1.html, line 1: not UTF-8 (byte 0xdf)" in answer["error"], answer
+    finally:
+        server.stop()
+
+
 def test_limits_answer_at_once_keys_rates_queue_and_timeout(model, tmp_path):
     keys = tmp_path / "keys.txt"
     keys.write_text("# key and requests per minute\nlimited 2\nfree\n")
@@ -408,6 +466,26 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits(model):
     assert "fairseq.tasks" not in log, log
     with pytest.raises(OSError):
         server.call("GET", "/health")
+
+
+@pytest.mark.parametrize("backend", ["fairseq", "ctranslate2"])
+def test_a_soak_past_the_queue_loses_and_leaks_nothing(model, backend):
+    """scripts/serve_soak.py at a small size: 6 concurrent clients, 5 rounds, --queue-size 8 (many times it
+    through /translate and /translate_file, the queue full, every limit and the rate-limited key's rate
+    crossed, clients that hang up, SIGTERM under load): every 200 is the warm-up's translation of each
+    sentence alone on that engine (CTranslate2's beam may differ from fairseq's on the untrained model), every
+    other answer the limit's JSON error; afterwards the queue at 0, descriptors at the baseline, threads
+    within asyncio's executor, no temporary file left, VmRSS within 64 MiB of the warm-up's; the server exits
+    -SIGTERM, its temporary folder empty. (docs/serving.md, Under load: the longer run.)"""
+    if backend == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+    from scripts.serve_soak import soak
+
+    summary = soak(model, backend, rounds=5, clients=6, queue_size=8, sentences=SENTENCES[:8], rate_wait=0, quiet=True)
+    assert summary["problems"] == [], "\n".join(summary["problems"])
+    assert {"200", "400", "413", "429", "503", "hung up"} <= set(summary["by_status"]), summary["by_status"]
+    assert summary["after"]["temporary_files"] == 0 and summary["queue_after"] == {"sentences": 0, "jobs": 0}
+    assert summary["shutdown"]["exit_status"] == -signal.SIGTERM and summary["shutdown"]["left_in_tmp"] == 0
 
 
 def test_deep_translators_libretranslate_client_works_unchanged(server, mt):
