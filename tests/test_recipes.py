@@ -790,7 +790,7 @@ def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_pa
                       "LR_rope_transformer=2e-3\nWARMUP_UPDATES_rope_transformer=1  # valid loss 7.9 at 4\n")
     env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}
     env.update(ARCHS="transformer rope_transformer", MODEL_ARGS=TINY_MODEL, SAVE_INTERVAL_UPDATES="2", CHOSEN=str(chosen),
-               FIRST_SEED="7", CONVERGE_START="4", CONVERGE_STEP="2", CONVERGE_MAX="10", FLAT_LAST="0.5",
+               FIRST_SEED="7", CONVERGE_START="8", CONVERGE_STEP="2", CONVERGE_MAX="12", FLAT_LAST="0.25",
                FLAT_DROP="0.03", OUT_DIR=str(tmp_path), NAME="tiny")
     proc = step("converge.sh", env, ok=None)
     work = recipe["work"]
@@ -798,11 +798,11 @@ def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_pa
 
     def flat(losses, budget):
         points = sorted(u for u in losses if u <= budget)
-        start = min(points[:-1], key=lambda u: (abs(u - budget * 0.5), u))
+        start = min(points[:-1], key=lambda u: (abs(u - budget * 0.75), u))
         return (losses[start] - losses[budget]) / losses[start] < 0.03
 
-    budget, rounds = 4, []
-    while budget <= 10:
+    budget, rounds = 8, []
+    while budget <= 12:
         rounds.append(budget)
         if all(flat(losses, budget) for losses in logs.values()):
             break
@@ -810,14 +810,14 @@ def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_pa
     for system, lr, warmup in (("transformer", "1e-3", "2"), ("rope_transformer", "2e-3", "1")):
         settings = (work / "checkpoints" / f"{system}_seed7" / ".settings").read_text()
         assert f"LR={lr}\n" in settings and f"WARMUP_UPDATES={warmup}\n" in settings and "SEED=7\n" in settings
-    if budget <= 10:
+    if budget <= 12:
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert (work / "tune" / "budget.env").read_text() == f"MAX_UPDATE={budget}\n"
         report = (tmp_path / "tiny_convergence.md").read_text()
         assert [int(u) for u in re.findall(r"^At (\d+) updates:", report, re.M)] == rounds
         assert report.count("still improving") == sum(not flat(l, b) for b in rounds for l in logs.values())
     else:
-        assert proc.returncode != 0 and "not flat by CONVERGE_MAX=10 updates" in proc.stderr
+        assert proc.returncode != 0 and "not flat by CONVERGE_MAX=12 updates" in proc.stderr
         assert not (work / "tune" / "budget.env").exists()
     assert max(max(l) for l in logs.values()) == rounds[-1]
 
