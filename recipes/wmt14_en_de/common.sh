@@ -49,6 +49,12 @@ one_of() {
 }
 
 line_count() { wc -l < "$1" | tr -d ' '; }
+# small_model HEADS: the model of the sample and of the real-text study (2+2 layers, dimension 128, FFN 512),
+# with HEADS attention heads, as fairseq-train flags
+small_model() {
+  echo "--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 128 --decoder-embed-dim 128 \
+--encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512 --encoder-attention-heads $1 --decoder-attention-heads $1"
+}
 
 # shell_quote ARG...: the arguments as one line that a shell reads back as the same words
 # (single quotes around any word with characters other than letters, digits and _./:=,+@%-)

@@ -41,8 +41,7 @@ export LENPENS=${LENPENS-0.2 0.6 1.0 1.4}
 export TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-2000} MAX_TOKENS_PER_GPU=${MAX_TOKENS_PER_GPU:-2000}
 export SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-200} KEEP_INTERVAL_UPDATES=${KEEP_INTERVAL_UPDATES:-5}
 export LOG_INTERVAL=${LOG_INTERVAL:-100}
-export MODEL_ARGS=${MODEL_ARGS:---encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 128 --decoder-embed-dim 128 \
---encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512 --encoder-attention-heads $HEADS --decoder-attention-heads $HEADS}
+export MODEL_ARGS=${MODEL_ARGS:-$(small_model $HEADS)}
 export NAME=${NAME:-debian$([ "$HEADS" -eq 2 ] || echo "_heads$HEADS")}
 export TITLE=${TITLE:-Debian manuals (real text), $HEADS heads of $((128 / HEADS)) channels}
 export TEST_SET=${TEST_SET:-"Debian documentation test pages (${RAW_DIR#"$REPO_ROOT"/}/test.{en,de}, $(line_count "$RAW_DIR/test.$SRC") sentences)"}

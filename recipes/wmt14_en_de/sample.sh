@@ -26,8 +26,7 @@ export ARCHS=${ARCHS:-rope_transformer transformer}
 # both models at once, one CPU thread each: on 2 cores this beats two threads per model
 export PARALLEL_RUNS=${PARALLEL_RUNS:-2}
 export THREADS_PER_RUN=${THREADS_PER_RUN:-1}
-MODEL_ARGS=${MODEL_ARGS:---encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 128 --decoder-embed-dim 128 \
---encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512 --encoder-attention-heads 4 --decoder-attention-heads 4}
+MODEL_ARGS=${MODEL_ARGS:-$(small_model 4)}
 export EXTRA_TRAIN_ARGS="$MODEL_ARGS${EXTRA_TRAIN_ARGS:+ $EXTRA_TRAIN_ARGS}"
 export BPE_MERGES=${BPE_MERGES:-1000}
 export MAX_UPDATE=${MAX_UPDATE:-800}

@@ -31,8 +31,7 @@ THREADS_PER_RUN=${THREADS_PER_RUN:-1}
 OUT_DIR=${OUT_DIR:-$WORK_DIR}
 NAME=${NAME:-debian}
 DATA_BIN=${DATA_BIN:-$WORK_DIR/data-bin}
-MODEL_ARGS=${MODEL_ARGS:---encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 128 --decoder-embed-dim 128 \
---encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512 --encoder-attention-heads 2 --decoder-attention-heads 2}
+MODEL_ARGS=${MODEL_ARGS:-$(small_model 2)}
 export EXTRA_TRAIN_ARGS="$MODEL_ARGS${EXTRA_TRAIN_ARGS:+ $EXTRA_TRAIN_ARGS}"
 export TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-2000}
 export MAX_TOKENS_PER_GPU=${MAX_TOKENS_PER_GPU:-2000}
