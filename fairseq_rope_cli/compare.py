@@ -22,6 +22,9 @@ their sample standard deviation, each seed's score listed, and the test is the p
 seeds and sentences (fairseq_rope_cli/seeds.py; with one seed per run it is sacreBLEU's test).
 Also per run and bucket: the hypothesis/reference length ratio and the share of hypotheses that
 repeat one word 4 or more times in a row (how often a model falls into a loop).
+Test NLL: where every run is a --result JSON with "reference_scores" (evaluate.sh's fairseq-generate
+--score-reference), each run's NLL of the references (fairseq's nll_loss, bits per target token) on the
+sentences scored, with the same tests over seeds as BLEU and chrF (no bootstrap: it resamples outputs).
 --lines FIRST-LAST scores those lines only (one of several test sets written one after the other,
 e.g. the Debian corpus's test_prose and test_help in its test.*; the markdown says which lines).
 Outputs: a markdown table (stdout and --out-md), a PNG plot of BLEU and chrF by bucket
@@ -90,17 +93,20 @@ def bucket_bounds(edges):
 
 
 def resolve_runs(args):
-    """[(name, hypothesis path)], the reference path and the result JSONs' test set (if any)."""
-    missing, runs, refs_from_json, test_sets = [], [], [], set()
+    """[(name, hypothesis path)], the reference path, the result JSONs' test set (if any) and, per run, its
+    "reference_scores" file (None for a --hyp run or a result without one)."""
+    missing, runs, refs_from_json, test_sets, scored = [], [], [], set(), []
     for kind, name, path in args.runs:
         if kind == "hyp":
             if not os.path.isfile(path):
                 missing.append(f"hypothesis file of run '{name}': {path}")
             runs.append((name, path))
+            scored.append(None)
             continue
         if not os.path.isfile(path):
             missing.append(f"result JSON{f' of run {name!r}' if name else ''}: {path}")
             runs.append((name or path, None))
+            scored.append(None)
             continue
         try:
             with open(path, encoding="utf-8") as f:
@@ -120,7 +126,11 @@ def resolve_runs(args):
             refs_from_json.append((path, result["reference"]))
         if result.get("test_set"):
             test_sets.add(result["test_set"])
+        if result.get("reference_scores") and not os.path.isfile(result["reference_scores"]):
+            missing.append(f"reference scores of run '{name}' (\"reference_scores\" in {path}): "
+                           f"{result['reference_scores']}")
         runs.append((name, hyp))
+        scored.append(result.get("reference_scores"))
     ref = args.ref
     if ref is None:
         if not refs_from_json:
@@ -144,7 +154,7 @@ def resolve_runs(args):
             raise InputError(PROG, f"run '{name}' is given the same hypotheses twice ({hyp}): a name given more "
                              "than once is one run trained with several seeds, each with its own output")
         seen.setdefault(name, []).append(os.path.abspath(hyp))
-    return runs, ref, sorted(test_sets)
+    return runs, ref, sorted(test_sets), scored
 
 
 # --------------------------------------------------------------------------- scoring
@@ -241,9 +251,30 @@ def score_seeds(systems, refs, n_samples):
     return out
 
 
-def compare(src, refs, runs, edges, n_samples):
+def add_nll(scores, nll):
+    """Every run's test NLL (``nll`` = {name: [each seed's [(sum of log2 probabilities, tokens)]]}): the mean
+    over its seeds, and with seeds the standard deviation and the two tests over seeds against the first run."""
+    from .score import corpus_nll
+    from .seeds import mean_sd, permutation_test, welch_test
+
+    first, seeds = next(iter(nll)), any(len(replicas) > 1 for replicas in nll.values())
+    for name, replicas in nll.items():
+        spread = mean_sd([corpus_nll(r) for r in replicas])
+        entry = {"nll": spread["mean"], "nll_p": None, "nll_interval": None, "nll_welch": None,
+                 "nll_permutation": None}
+        if seeds:
+            entry.update({"nll_sd": spread["sd"], "nll_seeds": spread["values"]})
+            if name != first:
+                entry["nll_welch"] = welch_test(spread["values"], scores[first]["nll_seeds"])
+                entry["nll_permutation"] = permutation_test(spread["values"], scores[first]["nll_seeds"])
+        scores[name].update(entry)
+    return scores
+
+
+def compare(src, refs, runs, edges, n_samples, nll=None):
     """All the numbers, as a JSON-able dict. ``runs`` = [(name, [hypotheses of each seed])]; lists of
-    equal length. With one seed per run: sacreBLEU's paired bootstrap; with several: seeds.py's."""
+    equal length. With one seed per run: sacreBLEU's paired bootstrap; with several: seeds.py's.
+    ``nll``: {name: [each seed's reference scores]} (add_nll), or None."""
     lengths = [len(s.split()) for s in src]
     seeds = any(len(replicas) > 1 for _, replicas in runs)
     if seeds:
@@ -253,6 +284,8 @@ def compare(src, refs, runs, edges, n_samples):
         runs = [(name, replicas[0]) for name, replicas in runs]
         overall, signatures = score_subset(runs, refs, n_samples)
         add_length_ratio(overall, runs, refs)
+    if nll:
+        add_nll(overall, nll)
     buckets = []
     for lo, hi, label in bucket_bounds(edges):
         idx = [i for i, n in enumerate(lengths) if n >= lo and (hi is None or n <= hi)]
@@ -276,6 +309,8 @@ def compare(src, refs, runs, edges, n_samples):
         "bootstrap_samples": n_samples if len(runs) > 1 else 0,
         "bootstrap_seed": os.environ.get("SACREBLEU_SEED", "12345"),
         "signatures": signatures,
+        "nll": "fairseq's nll_loss of the references (bits per target token), fairseq-generate --score-reference"
+               if nll else None,
         "overall": overall,
         "buckets": buckets,
     }
@@ -297,22 +332,23 @@ def best_above(src, refs, runs, words):
 # --------------------------------------------------------------------------- outputs
 
 
-def _signed_interval(interval):
-    return f"[{interval[0]:+.2f}, {interval[1]:+.2f}]"
+def _signed_interval(interval, digits=2):
+    return f"[{interval[0]:+.{digits}f}, {interval[1]:+.{digits}f}]"
 
 
 def score_cell(scores, name, metric, first, n_samples, ci=False, test=True):
     """``score`` (with seeds ± their standard deviation; with one run and ``ci``, the bootstrap 95%
     confidence interval in brackets) and, for runs after the first, (difference, its 95% interval:
     Welch's over the seeds where both runs have two or more, else the bootstrap's; with ``test``, the
-    two-sided p over seeds (Welch's), or with one seed sacreBLEU's bootstrap p)."""
+    two-sided p over seeds (Welch's), or with one seed sacreBLEU's bootstrap p). The test NLL with three
+    decimals, the scores with two."""
     from .seeds import p_text
 
-    s = scores[name]
-    text = f"{s[metric]:.2f}"
+    s, digits = scores[name], 3 if metric == "nll" else 2
+    text = f"{s[metric]:.{digits}f}"
     if f"{metric}_seeds" in s:
         if s.get(f"{metric}_sd") is not None:
-            text += f" ± {s[f'{metric}_sd']:.2f}"
+            text += f" ± {s[f'{metric}_sd']:.{digits}f}"
     elif ci and s.get(f"{metric}_ci") is not None:
         text += f" [{s[metric] - s[f'{metric}_ci']:.2f}, {s[metric] + s[f'{metric}_ci']:.2f}]"
     if name == first:
@@ -320,7 +356,7 @@ def score_cell(scores, name, metric, first, n_samples, ci=False, test=True):
     d = s[metric] - scores[first][metric]
     welch = s.get(f"{metric}_welch")
     interval = welch["interval"] if welch else s.get(f"{metric}_interval")
-    parts = [f"{d:+.2f}" + (f" {_signed_interval(interval)}" if interval else "")]
+    parts = [f"{d:+.{digits}f}" + (f" {_signed_interval(interval, digits)}" if interval else "")]
     if test and welch:
         parts.append(f"p={welch['p']:.3f}")
     elif test and s.get(f"{metric}_p") is not None and f"{metric}_seeds" not in s:
@@ -338,13 +374,16 @@ def _tests_table(res, first):
              "|---|---|---:|---|---:|---:|---|---:|"]
     for name in res["runs"][1:]:
         s = res["overall"][name]
-        for metric, label in (("bleu", "BLEU"), ("chrf", "chrF")):
-            welch, perm = s[f"{metric}_welch"], s[f"{metric}_permutation"]
+        for metric, label in (("bleu", "BLEU"), ("chrf", "chrF"), ("nll", "test NLL")):
+            if metric not in s:
+                continue
+            welch, perm, digits = s[f"{metric}_welch"], s[f"{metric}_permutation"], 3 if metric == "nll" else 2
             lines.append(" | ".join([
-                f"| {name}", label, f"{s[metric] - res['overall'][first][metric]:+.2f}",
-                _signed_interval(welch["interval"]) if welch else "–", f"{welch['p']:.3f}" if welch else "–",
+                f"| {name}", label, f"{s[metric] - res['overall'][first][metric]:+.{digits}f}",
+                _signed_interval(welch["interval"], digits) if welch else "–", f"{welch['p']:.3f}" if welch else "–",
                 f"{perm['p']:.3f} ({perm['floor']:.3f})" if perm else "–",
-                _signed_interval(s[f"{metric}_interval"]), p_text(s[f"{metric}_p"], res["bootstrap_samples"])]) + " |")
+                _signed_interval(s[f"{metric}_interval"]) if s[f"{metric}_interval"] else "–",
+                p_text(s[f"{metric}_p"], res["bootstrap_samples"]) if s[f"{metric}_p"] is not None else "–"]) + " |")
     return lines
 
 
@@ -387,22 +426,28 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
                      f"seed. By length: the difference alone.")
         lines.append("")
     head, align = ("| Run | seeds |", "|---|---:|") if seeds else ("| Run |", "|---|")
-    lines += [head + " BLEU | chrF | hyp/ref length | repeating |", align + "---:|---:|---:|---:|"]
+    measures = ("bleu", "chrf", "nll") if res.get("nll") else ("bleu", "chrf")
+    lines += [head + " BLEU | chrF |" + (" test NLL (bits/token) |" if res.get("nll") else "")
+              + " hyp/ref length | repeating |", align + "---:|" * len(measures) + "---:|---:|"]
     for name in runs:
-        cells = [score_cell(res["overall"], name, m, first, res["bootstrap_samples"], ci=True) for m in ("bleu", "chrf")]
+        cells = [score_cell(res["overall"], name, m, first, res["bootstrap_samples"], ci=True) for m in measures]
         overall = res["overall"][name]
-        lines.append(f"| {name} |{f' {seeds[name]} |' if seeds else ''} {cells[0]} | {cells[1]} | "
+        lines.append(f"| {name} |{f' {seeds[name]} |' if seeds else ''} " + " | ".join(cells) + " | "
                      f"{overall['len_ratio']:.2f} | {100 * overall['repeat_share']:.1f}% |")
     if seeds:
-        lines += ["", "Each seed's score, in the order given:", "", "| Run | BLEU by seed | chrF by seed |",
-                  "|---|---|---|"]
+        lines += ["", "Each seed's score, in the order given:", "",
+                  "| Run | BLEU by seed | chrF by seed |" + (" test NLL by seed |" if res.get("nll") else ""),
+                  "|---|---|---|" + ("---|" if res.get("nll") else "")]
         for name in runs:
-            by_seed = [", ".join(f"{v:.2f}" for v in res["overall"][name][f"{m}_seeds"]) for m in ("bleu", "chrf")]
-            lines.append(f"| {name} | {by_seed[0]} | {by_seed[1]} |")
+            by_seed = [", ".join(f"{v:.{3 if m == 'nll' else 2}f}" for v in res["overall"][name][f"{m}_seeds"])
+                       for m in measures]
+            lines.append(f"| {name} | " + " | ".join(by_seed) + " |")
         lines += ["", f"Tests against **{first}** (overall): Welch's t and the exact permutation test take the "
                       f"per-seed scores as the samples; the bootstrap resamples seeds and sentences "
                       f"({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}) and its p is "
-                      f"sacreBLEU's convention (about one tail).", ""] + _tests_table(res, first)
+                      f"sacreBLEU's convention (about one tail)"
+                      + (", and is not run on the test NLL." if res.get("nll") else ".")
+                      + "", ""] + _tests_table(res, first)
     lines += ["", "By source length (words):", ""]
     header = (["Source words", "Sentences"] + [f"BLEU {n}" for n in runs] + [f"chrF {n}" for n in runs]
               + ["hyp/ref length " + " / ".join(runs), "repeating (%) " + " / ".join(runs)])
@@ -515,7 +560,7 @@ def main(argv=None):
     if args.best_above is not None and args.best_above < 0:
         raise InputError(PROG, f"--best-above must be >= 0 (source words), got {args.best_above}")
     edges = parse_buckets(args.buckets)
-    runs, ref_path, test_sets = resolve_runs(args)
+    runs, ref_path, test_sets, scored = resolve_runs(args)
 
     src, refs = read_lines(args.src), read_lines(ref_path)
     if len(refs) != len(src):
@@ -531,13 +576,22 @@ def main(argv=None):
                              f"in test order, is expected")
         hyps.setdefault(name, []).append(lines)
     hyps = list(hyps.items())
+    nll = None
+    if all(scored):  # every run with its reference scores: the test NLL
+        from .score import read_reference_scores
+
+        nll = {}
+        for (name, _), path in zip(runs, scored):
+            nll.setdefault(name, []).append(read_reference_scores(path, len(src), ref_path, PROG))
     if args.lines:
         first, last = parse_lines(args.lines, len(src))
         src, refs = src[first - 1:last], refs[first - 1:last]
         hyps = [(name, [h[first - 1:last] for h in seeds]) for name, seeds in hyps]
+        if nll:
+            nll = {name: [r[first - 1:last] for r in seeds] for name, seeds in nll.items()}
         args.note = [f"Lines {first}-{last} of the test set ({last - first + 1} sentences).", *args.note]
 
-    res = compare(src, refs, hyps, edges, args.bootstrap_samples)
+    res = compare(src, refs, hyps, edges, args.bootstrap_samples, nll)
     paths = {}
     for name, path in runs:
         paths.setdefault(name, []).append(path)

@@ -17,7 +17,11 @@ Steps:
      hypotheses and the reference tokenized by the recipe's Moses tokenizer, then
      s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g on both, BLEU on whitespace tokens. It is not comparable
      across tokenizations; sacreBLEU is.
-  5. the JSON result (arch, checkpoint, both BLEUs, signature, #sentences, file paths),
+  5. with --reference-scores (the stdout of fairseq-generate --score-reference on the same test set:
+     fairseq's own scorer, teacher-forced on the reference): the test NLL, minus the log2 probability of
+     every reference token (end of sentence included) summed over the test set and divided by the
+     number of tokens: fairseq's nll_loss (bits per target subword), as fairseq-validate prints it;
+  6. the JSON result (arch, checkpoint, both BLEUs, signature, #sentences, file paths),
      written atomically.
 """
 
@@ -62,6 +66,37 @@ def read_hypotheses(generate_output, n_ref, ref_path):
         raise InputError(PROG, f"hypothesis ids in {generate_output} are not 0..{n_ref - 1} "
                          f"(e.g. {bad})")
     return [hyps[i] for i in range(n_ref)]
+
+
+def read_reference_scores(path, n_ref, ref_path, prog=PROG):
+    """The per-sentence scores of fairseq-generate --score-reference (its "P-<id>" lines: the log2
+    probability of each target token), sorted by id: [(sum of log2 probabilities, tokens)]. Checks the
+    count and the ids as read_hypotheses does."""
+    scores = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.startswith("P-"):
+                continue
+            head, _, values = line.rstrip("\n").partition("\t")
+            try:
+                idx, log_probs = int(head[2:]), [float(v) for v in values.split()]
+            except ValueError:
+                raise InputError(prog, f"{path}, line {number}: expected 'P-<id><TAB><log2 probabilities>', "
+                                 f"got {line[:80]!r}")
+            if idx in scores:
+                raise InputError(prog, f"sentence id {idx} appears twice in {path}")
+            scores[idx] = (sum(log_probs), len(log_probs))
+    if sorted(scores) != list(range(n_ref)):
+        raise InputError(prog, f"{path} scores {len(scores)} sentences (ids {min(scores, default='-')}.."
+                         f"{max(scores, default='-')}) but {ref_path} has {n_ref} lines: expected the stdout of "
+                         f"fairseq-generate --score-reference on this test set, with --required-batch-size-multiple 1")
+    return [scores[i] for i in range(n_ref)]
+
+
+def corpus_nll(scores):
+    """fairseq's nll_loss of these sentences: -(sum of log2 probabilities) / tokens, in bits per token."""
+    tokens = sum(n for _, n in scores)
+    return -sum(s for s, _ in scores) / tokens if tokens else None
 
 
 def json_object(text, what):
@@ -120,9 +155,15 @@ def main(argv=None):
     ap.add_argument("--docids", metavar="FILE",
                     help="document id of each reference line: also document-level BLEU (d-BLEU: sacreBLEU over "
                          "each document's hypotheses and references joined by spaces)")
+    ap.add_argument("--reference-scores", metavar="FILE",
+                    help="stdout of fairseq-generate --score-reference on the same test set: the result gets "
+                         "test_nll (fairseq's nll_loss on the test set, bits per target token)")
     args = ap.parse_args(argv)
     extra = extra_fields(args)
-    for flag, path in (("--generate-output", args.generate_output), ("--ref", args.ref)):
+    for flag, path in (("--generate-output", args.generate_output), ("--ref", args.ref),
+                       ("--reference-scores", args.reference_scores)):
+        if path is None:
+            continue
         if not os.path.isfile(path):
             raise InputError(PROG, f"{flag} file not found: {path}")
     import sacrebleu
@@ -150,6 +191,14 @@ def main(argv=None):
         documents = {"document_bleu": round(doc_bleu.score, 2), "n_documents": len(spans),
                      "document_bleu_detail": str(doc_bleu)}
 
+    nll = {}
+    if args.reference_scores:
+        scores = read_reference_scores(args.reference_scores, len(refs), args.ref)
+        nll = {"test_nll": corpus_nll(scores), "test_nll_tokens": sum(n for _, n in scores),
+               "test_nll_note": "fairseq-generate --score-reference: -sum of log2 p(reference token) / tokens "
+                                "(end of sentence included), fairseq's nll_loss",
+               "reference_scores": os.path.abspath(args.reference_scores)}
+
     refs_tok = [compound_split(moses_tokenize(r, args.lang) if moses else r) for r in refs]
     hyps_split = [compound_split(h) for h in hyps_tok]
     tok_bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(hyps_split, [refs_tok])
@@ -168,6 +217,7 @@ def main(argv=None):
         "sacrebleu_detail": str(sacre),
         "chrf": round(chrf.score, 2),
         **documents,
+        **nll,
         "tokenized_bleu": round(tok_bleu.score, 2),
         "tokenized_bleu_detail": str(tok_bleu),
         "tokenization": args.tokenization,
@@ -185,7 +235,8 @@ def main(argv=None):
 
     print(f"[{PROG}] {name}: sacreBLEU {sacre.score:.2f}, tokenized, compound-split BLEU (fairseq's convention) "
           f"{tok_bleu.score:.2f}; {len(refs)} sentences, hyp/ref length {sacre.sys_len / max(sacre.ref_len, 1):.3f}"
-          + (f"; d-BLEU {documents['document_bleu']:.2f} over {documents['n_documents']} documents" if documents else ""),
+          + (f"; d-BLEU {documents['document_bleu']:.2f} over {documents['n_documents']} documents" if documents else "")
+          + (f"; test NLL {nll['test_nll']:.4f} bits/token" if nll else ""),
           file=sys.stderr)
     print(f"[{PROG}] {name}: sacreBLEU signature: {signature} | test set: {args.test_set or args.ref}",
           file=sys.stderr)

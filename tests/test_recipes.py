@@ -29,7 +29,7 @@ NODE_RANK MASTER_ADDR MASTER_PORT LAUNCHER TOKENIZER PRETOKENIZER BPE_CODES SPM_
 SPM_INPUT_SENTENCES CLEAN_MIN CLEAN_MAX CLEAN_RATIO MAX_UPDATE LR WARMUP_INIT_LR WARMUP_UPDATES ADAM_BETAS DROPOUT
 LABEL_SMOOTHING WEIGHT_DECAY CLIP_NORM SEED SEEDS BASELINE SYSTEM TOKENS_PER_UPDATE MAX_TOKENS_PER_GPU MAX_TOKENS UPDATE_FREQ PRECISION
 SAVE_INTERVAL_UPDATES KEEP_INTERVAL_UPDATES LOG_INTERVAL LOG_FORMAT EXTRA_TRAIN_ARGS DRY_RUN AVERAGE_LAST
-CHECKPOINT_UPPER_BOUND BEAM LENPEN BACKEND CT2_QUANTIZATION CT2_DIR CT2_DEVICE CT2_THREADS CT2_BATCH_SIZE GEN_SUBSET GEN_MAX_TOKENS REF TEST_SET PARALLEL_RUNS THREADS_PER_RUN SOURCES
+CHECKPOINT_UPPER_BOUND BEAM LENPEN REFERENCE_NLL BACKEND CT2_QUANTIZATION CT2_DIR CT2_DEVICE CT2_THREADS CT2_BATCH_SIZE GEN_SUBSET GEN_MAX_TOKENS REF TEST_SET PARALLEL_RUNS THREADS_PER_RUN SOURCES
 DOWNLOAD_DIR RAW_OUT EXPECT_VALID_LINES EXPECT_TEST_LINES USER_DIR VIRTUAL_ENV VERBOSE PROGRESS_INTERVAL
 MODEL_ARGS TUNE_LRS TUNE_WARMUPS TUNE_SEED TUNE_UPDATES LENPENS CONVERGE_START CONVERGE_STEP CONVERGE_MAX FLAT_LAST FLAT_DROP
 FIRST_SEED CHOSEN HEADS TEST_PARTS OUT_DIR NAME"""
@@ -119,6 +119,25 @@ def test_recipe_gives_a_result_for_rope_and_baseline(recipe):
     rope_cmd = re.search(r"# .*fairseq-train (.*)", (work / "checkpoints/rope_transformer/train.log").read_text())[1]
     base_cmd = re.search(r"# .*fairseq-train (.*)", (work / "checkpoints/transformer/train.log").read_text())[1]
     assert rope_cmd.replace("rope_transformer", "transformer") == base_cmd
+
+
+def test_test_nll_in_every_result_is_fairseq_validates_nll_loss_on_the_test_set(recipe):
+    """result.json's test_nll (evaluate.sh: fairseq-generate --score-reference, summed by fairseq-rope-score)
+    equals the nll_loss that fairseq-validate, fairseq's criterion, prints for the same checkpoint on the
+    binarized test set: within the rounding of validate's three decimals and of the scorer's four."""
+    work = recipe["work"]
+    for arch in ("rope_transformer", "transformer"):
+        result = json.loads((work / "eval" / arch / "result.json").read_text())
+        proc = subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable), "fairseq-validate"), str(work / "data-bin"), "--task",
+             "translation", "--user-dir", os.path.join(REPO, "fairseq_rope"), "--path", result["checkpoint"],
+             "--valid-subset", "test", "--max-tokens", "2000", "--cpu", "--log-format", "json"],
+            capture_output=True, text=True, env=recipe["env"], timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        validated = json.loads(re.search(r"\| test \| (\{.*\})", proc.stdout + proc.stderr)[1])
+        assert result["test_nll"] == pytest.approx(float(validated["test_nll_loss"]), abs=0.0005 + 0.00005)
+        assert result["test_nll_tokens"] == int(validated["test_wpb"])  # one batch: every target token
+        assert 1 < result["test_nll"] < 20  # bits per token of an untrained model: ~log2(vocabulary)
 
 
 def test_terminal_shows_progress_and_every_log_is_complete(recipe):
@@ -264,6 +283,21 @@ def test_seeds_train_a_run_per_seed_and_the_tables_give_their_mean(recipe, tmp_p
     assert row, cmp
     assert float(row[1]) == pytest.approx(means["rope_transformer"], abs=0.006)
     assert float(row[2]) == pytest.approx(means["rope_transformer"] - means["transformer"], abs=0.011)
+    # the test NLL of every seed (fairseq's scorer), its mean and the tests over seeds, as for the scores
+    from fairseq_rope_cli.seeds import welch_test
+
+    nll = {name: [results[name, s]["test_nll"] for s in (1, 2)] for name in ("transformer", "rope_transformer")}
+    assert nll["transformer"] != nll["rope_transformer"] and nll["transformer"][0] != nll["transformer"][1]
+    row = re.search(r"^\| rope_transformer \| 2 \| [^|]+ \| [^|]+ \| ([\d.]+) ± ([\d.]+) \(([+-][\d.]+) "
+                    r"\[([+-][\d.]+), ([+-][\d.]+)\], p=([\d.]+)\) \|", cmp, re.M)
+    assert row, cmp
+    welch = welch_test(nll["rope_transformer"], nll["transformer"])
+    assert float(row[1]) == pytest.approx(statistics.mean(nll["rope_transformer"]), abs=0.0005)
+    assert float(row[2]) == pytest.approx(statistics.stdev(nll["rope_transformer"]), abs=0.0005)
+    assert float(row[3]) == pytest.approx(welch["difference"], abs=0.0005)
+    assert [float(row[4]), float(row[5])] == pytest.approx(welch["interval"], abs=0.0005)
+    assert float(row[6]) == pytest.approx(welch["p"], abs=0.0005)
+    assert re.search(r"^\| rope_transformer \| test NLL \| [+-][\d.]+ \| \[", cmp, re.M), cmp
 
 
 def torch_equal(a, b):

@@ -252,6 +252,29 @@ def test_score_with_tokenization_none_scores_the_text_as_it_is(tmp_path):
     assert result["tokenized_bleu"] == round(expected.score, 2)
 
 
+def test_reference_scores_give_the_test_nll_as_fairseqs_nll_loss_and_a_missing_sentence_is_named(tmp_path):
+    """--reference-scores (fairseq-generate --score-reference's output): test_nll is minus the sum of every
+    token's log2 probability over the test set divided by the number of tokens (a token-weighted mean, not the
+    mean of the sentences' means); a file missing a sentence is refused naming it and the reference."""
+    gen = tmp_path / "gen.out"
+    gen.write_text(GENERATE_OUTPUT, encoding="utf-8")
+    ref = write(tmp_path / "ref.de", ["Ein Auto, das von Menschen-gemacht ist.", "Der Hund schläft.", "Ich sehe."])
+    scored = tmp_path / "scored.out"
+    log2p = {0: [-0.5, -1.25, -2.0, -0.25], 1: [-3.0], 2: [-0.125, -0.875]}
+    scored.write_text("".join(f"S-{i}\tx\nH-{i}\t{sum(v) / len(v)}\tx\nP-{i}\t{' '.join(map(str, v))}\n"
+                              for i, v in sorted(log2p.items(), reverse=True)), encoding="utf-8")
+    out = tmp_path / "eval"
+    tool("fairseq-rope-score", "--generate-output", gen, "--ref", ref, "--lang", "de", "--out-dir", out,
+         "--reference-scores", scored)
+    result = json.loads((out / "result.json").read_text())
+    assert result["test_nll"] == pytest.approx(8.0 / 7, abs=1e-12)  # 8 bits over 7 tokens (the mean of the sentences: 1.5)
+    assert result["test_nll_tokens"] == 7 and result["reference_scores"] == str(scored)
+    scored.write_text("P-0\t-1.0\nP-2\t-1.0\n", encoding="utf-8")
+    proc = tool("fairseq-rope-score", "--generate-output", gen, "--ref", ref, "--lang", "de", "--out-dir", out,
+                "--reference-scores", scored, ok=False)
+    assert f"{scored} scores 2 sentences" in proc.stderr and f"{ref} has 3 lines" in proc.stderr
+
+
 @pytest.mark.parametrize("n_ref", [2, 4])
 def test_score_translations_refuses_count_mismatch(tmp_path, n_ref):
     gen = tmp_path / "gen.out"

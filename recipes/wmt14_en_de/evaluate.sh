@@ -15,6 +15,9 @@
 #                    "{'rope_scaling': 'linear', 'rope_scaling_factor': 2.0}" (BACKEND=fairseq only)
 #   SYSTEM, SEED     recorded in result.json when SYSTEM is set (run.sh: the run's system and training seed,
 #                    which fairseq-rope-results and fairseq-rope-compare group seeds by)
+#   REFERENCE_NLL    1: also the test NLL by fairseq's own scorer (fairseq-generate --score-reference on
+#                    GEN_SUBSET, teacher-forced on the reference: fairseq's nll_loss, bits per target token)
+#                    in result.json as test_nll; 0: not scored. BACKEND=fairseq, sentence by sentence only
 #   EVAL_DIR         outputs (default: $WORK_DIR/eval/$RUN_NAME, with -ct2-$CT2_QUANTIZATION for
 #                    ctranslate2): generate.out, hyps.*, result.json
 # Documents (data prepared with CONTEXT=K, recorded in DATA_BIN/recipe.env; or DOCIDS given):
@@ -52,6 +55,8 @@ GEN_SUBSET=${GEN_SUBSET:-test}
 GEN_MAX_TOKENS=${GEN_MAX_TOKENS:-8000}
 PRECISION=${PRECISION:-auto}
 MODEL_OVERRIDES=${MODEL_OVERRIDES:-}
+REFERENCE_NLL=${REFERENCE_NLL:-1}
+one_of REFERENCE_NLL "$REFERENCE_NLL" 0 1
 [ -z "$MODEL_OVERRIDES" ] || [ "$BACKEND" = fairseq ] \
   || die "MODEL_OVERRIDES is for BACKEND=fairseq: a CTranslate2 model is exported with its options fixed"
 [ -z "$MODEL_OVERRIDES" ] || [[ "$MODEL_OVERRIDES" =~ ^\{.*\}$ ]] \
@@ -154,6 +159,24 @@ else
   fi
 fi
 echo "$gen_settings" > "$GEN.settings.tmp" && mv -f "$GEN.settings.tmp" "$GEN.settings"
+nll_args=()
+if [ "$REFERENCE_NLL" = 1 ] && [ "$BACKEND" = fairseq ] && [ -z "$DOCIDS" ]; then
+  SCORED=$EVAL_DIR/score_reference.out
+  nll_settings="$CHECKPOINT subset=$GEN_SUBSET overrides=$MODEL_OVERRIDES precision=$PRECISION"
+  if [ -f "$SCORED" ] && [ "$SCORED" -nt "$CHECKPOINT" ] && [ "$(cat "$SCORED.settings" 2>/dev/null)" = "$nll_settings" ]; then
+    log "reference scores up to date: $SCORED"
+  else
+    log "scoring the references of $GEN_SUBSET with $CHECKPOINT (fairseq-generate --score-reference: the test NLL) -> $SCORED"
+    overrides=()
+    [ -z "$MODEL_OVERRIDES" ] || overrides=(--model-overrides "$MODEL_OVERRIDES")
+    run_to "$SCORED" fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
+      --gen-subset "$GEN_SUBSET" --score-reference --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" \
+      "${device_args[@]}" "${overrides[@]}" 2> "$EVAL_DIR/score_reference.log" \
+      || { tail -n 5 "$EVAL_DIR/score_reference.log" >&2; die "cannot score the references with $CHECKPOINT (log: $EVAL_DIR/score_reference.log)"; }
+    echo "$nll_settings" > "$SCORED.settings.tmp" && mv -f "$SCORED.settings.tmp" "$SCORED.settings"
+  fi
+  nll_args=(--reference-scores "$SCORED")
+fi
 fields=(--set "beam=$BEAM" --set "lenpen=$LENPEN" --set "subset=$GEN_SUBSET" --set "tokenizer=$TOKENIZER" --set "backend=$BACKEND")
 if [ -n "$DOCIDS" ]; then fields+=(--docids "$DOCIDS" --extra-file "$GEN.info.json"); fi
 if [ -n "$CONTRASTIVE_JSON" ]; then
@@ -182,4 +205,4 @@ if [ "$BACKEND" = ctranslate2 ]; then  # the compute type CTranslate2 used: from
 fi
 fairseq-rope-score --generate-output "$GEN" --ref "$REF" --lang "$TGT" --tokenization "$PRETOKENIZER" \
   --out-dir "$EVAL_DIR" --arch "$ARCH" --run-name "$RUN_NAME" --checkpoint "$CHECKPOINT" --test-set "$TEST_SET" \
-  "${fields[@]}"
+  "${fields[@]}" "${nll_args[@]}"

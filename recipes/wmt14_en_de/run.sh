@@ -117,7 +117,7 @@ model() {  # model NAME [VAR=VALUE...]: train, average, evaluate one run
   local lenpen=() results=() penalty
   if [ -n "${LENPENS// /}" ]; then
     for penalty in $LENPENS; do
-      stage "valid $name, length penalty $penalty" evaluate.sh "${run[@]}" GEN_SUBSET=valid LENPEN="$penalty" \
+      stage "valid $name, length penalty $penalty" evaluate.sh "${run[@]}" GEN_SUBSET=valid LENPEN="$penalty" REFERENCE_NLL=0 \
         EVAL_DIR="$WORK_DIR/eval/$name/valid_lenpen$penalty" TEST_SET="valid" "$@"
       results+=("$WORK_DIR/eval/$name/valid_lenpen$penalty/result.json")
     done
