@@ -25,6 +25,8 @@ repeat one word 4 or more times in a row (how often a model falls into a loop).
 Test NLL: where every run is a --result JSON with "reference_scores" (evaluate.sh's fairseq-generate
 --score-reference), each run's NLL of the references (fairseq's nll_loss, bits per target token) on the
 sentences scored, with the same tests over seeds as BLEU and chrF (no bootstrap: it resamples outputs).
+Where every run's result JSON has them: its parameters (fairseq-train's count, evaluate.sh records it)
+beside its scores, and each seed's length penalty beside its scores by seed.
 --lines FIRST-LAST scores those lines only (one of several test sets written one after the other,
 e.g. the Debian corpus's test_prose and test_help in its test.*; the markdown says which lines).
 Outputs: a markdown table (stdout and --out-md), a PNG plot of BLEU and chrF by bucket
@@ -94,19 +96,19 @@ def bucket_bounds(edges):
 
 def resolve_runs(args):
     """[(name, hypothesis path)], the reference path, the result JSONs' test set (if any) and, per run, its
-    "reference_scores" file (None for a --hyp run or a result without one)."""
-    missing, runs, refs_from_json, test_sets, scored = [], [], [], set(), []
+    result JSON ({} for a --hyp run)."""
+    missing, runs, refs_from_json, test_sets, results = [], [], [], set(), []
     for kind, name, path in args.runs:
         if kind == "hyp":
             if not os.path.isfile(path):
                 missing.append(f"hypothesis file of run '{name}': {path}")
             runs.append((name, path))
-            scored.append(None)
+            results.append({})
             continue
         if not os.path.isfile(path):
             missing.append(f"result JSON{f' of run {name!r}' if name else ''}: {path}")
             runs.append((name or path, None))
-            scored.append(None)
+            results.append({})
             continue
         try:
             with open(path, encoding="utf-8") as f:
@@ -130,7 +132,7 @@ def resolve_runs(args):
             missing.append(f"reference scores of run '{name}' (\"reference_scores\" in {path}): "
                            f"{result['reference_scores']}")
         runs.append((name, hyp))
-        scored.append(result.get("reference_scores"))
+        results.append(result)
     ref = args.ref
     if ref is None:
         if not refs_from_json:
@@ -154,7 +156,7 @@ def resolve_runs(args):
             raise InputError(PROG, f"run '{name}' is given the same hypotheses twice ({hyp}): a name given more "
                              "than once is one run trained with several seeds, each with its own output")
         seen.setdefault(name, []).append(os.path.abspath(hyp))
-    return runs, ref, sorted(test_sets), scored
+    return runs, ref, sorted(test_sets), results
 
 
 # --------------------------------------------------------------------------- scoring
@@ -316,6 +318,20 @@ def compare(src, refs, runs, edges, n_samples, nll=None):
     }
 
 
+def add_run_facts(res, runs, results):
+    """What the result JSONs say of each run beside its scores: its parameters (fairseq-train's count, as
+    evaluate.sh records it; a range where its seeds differ) and each seed's length penalty, under
+    res["parameters"] and res["lenpen"] where every run has them, else None."""
+    parameters, lenpen = {}, {}
+    for (name, _), result in zip(runs, results):
+        parameters.setdefault(name, []).append(result.get("parameters"))
+        lenpen.setdefault(name, []).append(result.get("lenpen"))
+    every = lambda facts: facts if all(v is not None for vs in facts.values() for v in vs) else None  # noqa: E731
+    res["parameters"] = {n: sorted(set(v)) for n, v in every(parameters).items()} if every(parameters) else None
+    res["lenpen"] = every(lenpen)
+    return res
+
+
 def best_above(src, refs, runs, words):
     """The run with the best sacreBLEU (its seeds' mean) on the sentences of more than ``words`` source
     words (the first such run on a tie), with every run's BLEU there."""
@@ -426,21 +442,30 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
                      f"seed. By length: the difference alone.")
         lines.append("")
     head, align = ("| Run | seeds |", "|---|---:|") if seeds else ("| Run |", "|---|")
+    parameters = res.get("parameters")
+    if parameters:
+        head, align = head + " parameters |", align + "---:|"
     measures = ("bleu", "chrf", "nll") if res.get("nll") else ("bleu", "chrf")
     lines += [head + " BLEU | chrF |" + (" test NLL (bits/token) |" if res.get("nll") else "")
               + " hyp/ref length | repeating |", align + "---:|" * len(measures) + "---:|---:|"]
     for name in runs:
         cells = [score_cell(res["overall"], name, m, first, res["bootstrap_samples"], ci=True) for m in measures]
         overall = res["overall"][name]
-        lines.append(f"| {name} |{f' {seeds[name]} |' if seeds else ''} " + " | ".join(cells) + " | "
+        size = "–".join(f"{n:,}" for n in sorted({parameters[name][0], parameters[name][-1]})) if parameters else ""
+        lines.append(f"| {name} |{f' {seeds[name]} |' if seeds else ''}{f' {size} |' if parameters else ''} "
+                     + " | ".join(cells) + " | "
                      f"{overall['len_ratio']:.2f} | {100 * overall['repeat_share']:.1f}% |")
     if seeds:
+        lenpen = res.get("lenpen")
         lines += ["", "Each seed's score, in the order given:", "",
-                  "| Run | BLEU by seed | chrF by seed |" + (" test NLL by seed |" if res.get("nll") else ""),
-                  "|---|---|---|" + ("---|" if res.get("nll") else "")]
+                  "| Run | BLEU by seed | chrF by seed |" + (" test NLL by seed |" if res.get("nll") else "")
+                  + (" length penalty by seed |" if lenpen else ""),
+                  "|---|---|---|" + ("---|" if res.get("nll") else "") + ("---|" if lenpen else "")]
         for name in runs:
             by_seed = [", ".join(f"{v:.{3 if m == 'nll' else 2}f}" for v in res["overall"][name][f"{m}_seeds"])
                        for m in measures]
+            if lenpen:
+                by_seed.append(", ".join(f"{v:g}" for v in lenpen[name]))
             lines.append(f"| {name} | " + " | ".join(by_seed) + " |")
         lines += ["", f"Tests against **{first}** (overall): Welch's t and the exact permutation test take the "
                       f"per-seed scores as the samples; the bootstrap resamples seeds and sentences "
@@ -560,7 +585,8 @@ def main(argv=None):
     if args.best_above is not None and args.best_above < 0:
         raise InputError(PROG, f"--best-above must be >= 0 (source words), got {args.best_above}")
     edges = parse_buckets(args.buckets)
-    runs, ref_path, test_sets, scored = resolve_runs(args)
+    runs, ref_path, test_sets, results = resolve_runs(args)
+    scored = [r.get("reference_scores") for r in results]
 
     src, refs = read_lines(args.src), read_lines(ref_path)
     if len(refs) != len(src):
@@ -592,6 +618,7 @@ def main(argv=None):
         args.note = [f"Lines {first}-{last} of the test set ({last - first + 1} sentences).", *args.note]
 
     res = compare(src, refs, hyps, edges, args.bootstrap_samples, nll)
+    add_run_facts(res, runs, results)
     paths = {}
     for name, path in runs:
         paths.setdefault(name, []).append(path)

@@ -131,7 +131,8 @@ def test_test_nll_in_every_result_is_fairseq_validates_nll_loss_on_the_test_set(
         proc = subprocess.run(
             [os.path.join(os.path.dirname(sys.executable), "fairseq-validate"), str(work / "data-bin"), "--task",
              "translation", "--user-dir", os.path.join(REPO, "fairseq_rope"), "--path", result["checkpoint"],
-             "--valid-subset", "test", "--max-tokens", "2000", "--cpu", "--log-format", "json"],
+             "--valid-subset", "test", "--max-tokens", "2000", "--required-batch-size-multiple", "1", "--cpu",
+             "--log-format", "json"],
             capture_output=True, text=True, env=recipe["env"], timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         validated = json.loads(re.search(r"\| test \| (\{.*\})", proc.stdout + proc.stderr)[1])
@@ -278,7 +279,7 @@ def test_seeds_train_a_run_per_seed_and_the_tables_give_their_mean(recipe, tmp_p
     cmp = (tmp_path / "seeds_by_length.md").read_text()
     assert "Welch's t-test with the seeds as the samples" in cmp and "p (exact permutation, two-sided; floor)" in cmp
     means = {name: statistics.mean(results[name, s]["chrf"] for s in (1, 2)) for name in ("transformer", "rope_transformer")}
-    row = re.search(r"^\| rope_transformer \| 2 \| [\d.]+ ± [\d.]+ \(.*?\) \| ([\d.]+) ± [\d.]+ \(([+-][\d.]+) "
+    row = re.search(r"^\| rope_transformer \| 2 \| [\d,]+ \| [\d.]+ ± [\d.]+ \(.*?\) \| ([\d.]+) ± [\d.]+ \(([+-][\d.]+) "
                     r"\[[+-][\d.]+, [+-][\d.]+\], p=", cmp, re.M)
     assert row, cmp
     assert float(row[1]) == pytest.approx(means["rope_transformer"], abs=0.006)
@@ -288,7 +289,7 @@ def test_seeds_train_a_run_per_seed_and_the_tables_give_their_mean(recipe, tmp_p
 
     nll = {name: [results[name, s]["test_nll"] for s in (1, 2)] for name in ("transformer", "rope_transformer")}
     assert nll["transformer"] != nll["rope_transformer"] and nll["transformer"][0] != nll["transformer"][1]
-    row = re.search(r"^\| rope_transformer \| 2 \| [^|]+ \| [^|]+ \| ([\d.]+) ± ([\d.]+) \(([+-][\d.]+) "
+    row = re.search(r"^\| rope_transformer \| 2 \| [\d,]+ \| [^|]+ \| [^|]+ \| ([\d.]+) ± ([\d.]+) \(([+-][\d.]+) "
                     r"\[([+-][\d.]+), ([+-][\d.]+)\], p=([\d.]+)\) \|", cmp, re.M)
     assert row, cmp
     welch = welch_test(nll["rope_transformer"], nll["transformer"])
@@ -298,6 +299,15 @@ def test_seeds_train_a_run_per_seed_and_the_tables_give_their_mean(recipe, tmp_p
     assert [float(row[4]), float(row[5])] == pytest.approx(welch["interval"], abs=0.0005)
     assert float(row[6]) == pytest.approx(welch["p"], abs=0.0005)
     assert re.search(r"^\| rope_transformer \| test NLL \| [+-][\d.]+ \| \[", cmp, re.M), cmp
+    # the model's size (fairseq-train's count: every distinct parameter tensor of the checkpoint once, the
+    # shared embeddings once) and each seed's length penalty, as a paper's table gives them
+    from fairseq import checkpoint_utils
+
+    models, _ = checkpoint_utils.load_model_ensemble([results["rope_transformer", 1]["checkpoint"]])
+    count = sum(p.numel() for p in models[0].parameters())
+    assert results["rope_transformer", 1]["parameters"] == count
+    assert re.search(rf"^\| rope_transformer \| 2 \| {count:,} \| ", cmp, re.M), cmp
+    assert re.search(r"^\| rope_transformer \| [\d., ]+ \| [\d., ]+ \| [\d., ]+ \| 0\.6, 0\.6 \|$", cmp, re.M), cmp
 
 
 def torch_equal(a, b):

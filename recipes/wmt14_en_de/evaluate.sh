@@ -199,6 +199,10 @@ if [ -n "$CONTRASTIVE_JSON" ]; then
   fields+=(--extra-file "$out")
 fi
 [ -z "$MODEL_OVERRIDES" ] || fields+=(--set "model_overrides=$MODEL_OVERRIDES")
+# the model's size as fairseq-train counted it (its train.log beside the checkpoint, where train.sh writes it)
+parameters=$(sed -n 's/.*num\. shared model params: \([0-9,]*\).*/\1/p' "$(dirname "$CHECKPOINT")/train.log" 2>/dev/null \
+  | tail -n 1 | tr -d ,)
+[ -z "$parameters" ] || fields+=(--set "parameters=$parameters")
 [ -z "${SYSTEM:-}" ] || fields+=(--set "system=$SYSTEM" --set "seed=${SEED:?SYSTEM=$SYSTEM needs SEED (the training seed of the run)}")
 if [ "$BACKEND" = ctranslate2 ]; then  # the compute type CTranslate2 used: from the info fairseq-rope-ct2-generate wrote
   fields+=(--set "ct2_dir=$CT2_DIR" --set "ct2_quantization=$CT2_QUANTIZATION" --extra-file "$GEN.info.json")
