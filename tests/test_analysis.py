@@ -10,6 +10,7 @@ fairseq-train run each (rope_transformer, 60 updates, --eval-bleu; the model dum
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -210,6 +211,55 @@ def test_plot_training_errors(tmp_path):
     r = run(PLOT_TRAINING, f"a={empty}", "--out", tmp_path / "x.png", check=False)
     assert r.returncode == 1 and "no fairseq training statistics" in r.stderr and str(empty) in r.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def write_valid_log(path, losses):
+    """A fairseq-train JSON log with validations {update: nll_loss} (train_inner lines too, one per update)."""
+    lines = []
+    for update, loss in losses.items():
+        lines.append(f'2026-12-02 04:00:00 | INFO | train_inner | {{"epoch": 1, "loss": "{loss + 1}", '
+                     f'"nll_loss": "{loss + 0.5}", "num_updates": "{update}"}}')
+        lines.append(f'2026-12-02 04:00:01 | INFO | valid | {{"epoch": 1, "valid_loss": "{loss + 1}", '
+                     f'"valid_nll_loss": "{loss}", "valid_num_updates": "{update}"}}')
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_valid_loss_at_equal_updates_gives_each_systems_seeds_mean_and_welchs_interval(tmp_path):
+    """A NAME given once per seed is one system: the table at equal updates has its mean ± sd over seeds,
+    the difference to the first system with the 95% interval of Welch's test (scipy's, recomputed here),
+    and per seed the first validation at or below the first system's final mean; the default rows end at
+    the last update every run has (a seed that stopped earlier bounds them)."""
+    from scipy import stats
+
+    base = {1: {100: 6.0, 200: 5.0, 300: 4.50, 400: 4.20}, 2: {100: 6.2, 200: 5.1, 300: 4.60, 400: 4.56},
+            3: {100: 6.1, 200: 5.3, 300: 4.55, 400: 4.25}}
+    rope = {1: {100: 5.8, 200: 4.6, 300: 4.25, 400: 4.0}, 2: {100: 5.9, 200: 4.8, 300: 4.30},
+            3: {100: 5.7, 200: 4.7, 300: 4.15, 400: 4.1}}
+    specs = [f"transformer={write_valid_log(tmp_path / f't{s}.log', v)}" for s, v in base.items()]
+    specs += [f"rope={write_valid_log(tmp_path / f'r{s}.log', v)}" for s, v in rope.items()]
+    out = tmp_path / "loss.md"
+    run(PLOT_TRAINING, *specs, "--out", tmp_path / "c.png", "--loss", "nll_loss", "--out-md", out, "--title", "T")
+    table = out.read_text()
+    rows = dict(re.findall(r"^\| (\d+) \| (.+) \|$", table, re.M))
+    assert sorted(map(int, rows)) == [100, 200, 300]  # rope's seed 2 stopped at 300
+    for update in (100, 200, 300):
+        b = [base[s][update] for s in (1, 2, 3)]
+        r = [rope[s][update] for s in (1, 2, 3)]
+        cells = rows[str(update)].split(" | ")
+        assert cells[0] == f"{statistics.mean(b):.3f} ± {statistics.stdev(b):.3f}"
+        low, high = stats.ttest_ind(r, b, equal_var=False).confidence_interval(0.95)
+        assert cells[1] == (f"{statistics.mean(r):.3f} ± {statistics.stdev(r):.3f} "
+                            f"({statistics.mean(r) - statistics.mean(b):+.3f} [{low:+.3f}, {high:+.3f}])")
+    # the transformer's mean at 300 is 4.55: its seed 2 never reaches it (4.60, 4.56); rope's at 300 (4.6 at 200)
+    target = statistics.mean(base[s][300] for s in (1, 2, 3))
+    assert f"at or below transformer's mean at update 300 ({target:.3f})" in table
+    assert "| transformer | 300, –, 300 |" in table and "| rope | 300, 300, 300 |" in table
+    r = run(PLOT_TRAINING, *specs, "--out", tmp_path / "d.png", "--out-md", tmp_path / "x.md", "--at", "100,400",
+            "--loss", "nll_loss", check=False)
+    assert r.returncode == 1 and "not every run validated at update(s) 400" in r.stderr
+    r = run(PLOT_TRAINING, specs[0], specs[0], "--out", tmp_path / "e.png", check=False)
+    assert r.returncode == 1 and "the same log is given twice" in r.stderr
 
 
 # --------------------------------------------------------------------------- length_study_data.py
