@@ -348,6 +348,11 @@ def best_above(src, refs, runs, words):
 # --------------------------------------------------------------------------- outputs
 
 
+def p_value(p):
+    """"p=0.012"; below 0.001 "p<0.001" (a rounded 0.000 would read as no chance at all)."""
+    return "p<0.001" if p < 0.0005 else f"p={p:.3f}"
+
+
 def _signed_interval(interval, digits=2):
     return f"[{interval[0]:+.{digits}f}, {interval[1]:+.{digits}f}]"
 
@@ -374,7 +379,7 @@ def score_cell(scores, name, metric, first, n_samples, ci=False, test=True):
     interval = welch["interval"] if welch else s.get(f"{metric}_interval")
     parts = [f"{d:+.{digits}f}" + (f" {_signed_interval(interval, digits)}" if interval else "")]
     if test and welch:
-        parts.append(f"p={welch['p']:.3f}")
+        parts.append(p_value(welch["p"]))
     elif test and s.get(f"{metric}_p") is not None and f"{metric}_seeds" not in s:
         parts.append(f"bootstrap {p_text(s[f'{metric}_p'], n_samples)}")
     return text + f" ({', '.join(parts)})"
@@ -396,7 +401,8 @@ def _tests_table(res, first):
             welch, perm, digits = s[f"{metric}_welch"], s[f"{metric}_permutation"], 3 if metric == "nll" else 2
             lines.append(" | ".join([
                 f"| {name}", label, f"{s[metric] - res['overall'][first][metric]:+.{digits}f}",
-                _signed_interval(welch["interval"], digits) if welch else "–", f"{welch['p']:.3f}" if welch else "–",
+                _signed_interval(welch["interval"], digits) if welch else "–",
+                p_value(welch["p"])[1:].lstrip("=") if welch else "–",
                 f"{perm['p']:.3f} ({perm['floor']:.3f})" if perm else "–",
                 _signed_interval(s[f"{metric}_interval"]) if s[f"{metric}_interval"] else "–",
                 p_text(s[f"{metric}_p"], res["bootstrap_samples"]) if s[f"{metric}_p"] is not None else "–"]) + " |")
@@ -471,7 +477,7 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
                       f"per-seed scores as the samples; the bootstrap resamples seeds and sentences "
                       f"({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}) and its p is "
                       f"sacreBLEU's convention (about one tail)"
-                      + (", and is not run on the test NLL." if res.get("nll") else ".")
+                      + ("; it resamples translations, so the test NLL has none." if res.get("nll") else ".")
                       + "", ""] + _tests_table(res, first)
     lines += ["", "By source length (words):", ""]
     header = (["Source words", "Sentences"] + [f"BLEU {n}" for n in runs] + [f"chrF {n}" for n in runs]

@@ -12,7 +12,7 @@ logged, with a band from the lowest to the highest seed.
 --out-md FILE: the valid loss (--loss) at equal updates, every system's mean ± sample standard deviation
 over its seeds, and for each system after the first the difference of the means with the 95% interval of
 Welch's test over the seeds (no p: one test per row would be many tests at once); --at U1,U2,... the
-updates (default: up to 10 of the validations every run has, evenly spaced, the last included). Below
+updates (default: up to 10 of the regular validations every run has, evenly spaced, the last included). Below
 it, how fast each system gets there: per seed, the first validation at which its valid loss is at or
 below the first system's final mean (the first common update of --at's last), "–" where it never is.
 
@@ -29,6 +29,7 @@ A log appended to by a resumed run repeats some updates: the later value wins.
 Losses are fairseq's: base 2, "loss" label-smoothed when training with label smoothing.
 """
 
+import collections
 import json
 import os
 import re
@@ -175,9 +176,12 @@ def loss_table(runs, loss_key="loss", at=None, rows=10):
     from .seeds import mean_sd, welch_test
 
     common = sorted(set.intersection(*(set(series(r, "valid", loss_key)[0]) for _, reps in runs for r in reps)))
-    if at is None:
-        step = max(1, -(-len(common) // rows))
-        at = sorted(set(common[::-1][::step]))
+    if at is None:  # the regular validations (multiples of the commonest interval, not the epochs' ends), thinned
+        gaps = collections.Counter(b - a for a, b in zip(common, common[1:]))
+        interval = gaps.most_common(1)[0][0] if gaps else 1
+        regular = [u for u in common if u % interval == 0] or common
+        step = max(1, -(-len(regular) // rows))
+        at = sorted(regular[::-1][::step])
     else:
         missing = [u for u in at if u not in common]
         if missing:

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Figures of the offline sample run (sample.sh, which this runs first: finished stages are skipped):
 #   $OUT_DIR/${NAME}_curves.png     train loss, valid loss (and valid BLEU if logged) against updates,
-#                                   every run on one chart (fairseq-rope-plot-training)
+#                                   every run on one chart (fairseq-rope-plot-training); with SEEDS each
+#                                   system's mean over its seeds, a band from the lowest to the highest
+#   $OUT_DIR/${NAME}_valid_loss.md  valid nll_loss at equal updates, mean ± sd over seeds, the difference
+#                                   to the first run with Welch's interval, and the updates each seed
+#                                   needs to reach the first run's final loss (convergence)
 #   $OUT_DIR/${NAME}_by_length.png  sacreBLEU and chrF by source length on the sample's test set, with
 #   $OUT_DIR/${NAME}_by_length.md   paired bootstrap p-values against the first run (fairseq-rope-compare)
 # Knobs:
@@ -11,7 +15,7 @@
 #             ARGS_<name>); the first is the baseline of the comparison
 #   SEEDS     training seeds (run.sh's knob): with several, the table and the by-length figure give each
 #             run's mean ± standard deviation over its seeds (error bars) and the test over seeds and
-#             sentences; the training curves are those of the first seed
+#             sentences; the curves and the valid loss table are over every seed
 #   TEST_PARTS  unset; "PART=FIRST-LAST ...": the test set is several written one after the other, and
 #             each part also gets its own table and figure, $OUT_DIR/${NAME}_PART_by_length.{md,png}
 #             (fairseq-rope-compare --lines FIRST-LAST), e.g. "prose=1-1200 help=1201-2400"
@@ -50,9 +54,14 @@ for name in "${names[@]}"; do
   own="SEEDS_$name"
   # shellcheck disable=SC2206
   own_seeds=(${!own:-${SEEDS:-}})  # (run.sh's SEEDS_<name>: a system's own seeds)
-  logs+=("$name=$WORK_DIR/checkpoints/$name${own_seeds[0]:+_seed${own_seeds[0]}}/train.log")
-  if [ ${#own_seeds[@]} -eq 0 ]; then results+=(--result "$name=$WORK_DIR/eval/$name/result.json"); fi
-  for seed in "${own_seeds[@]}"; do results+=(--result "$name=$WORK_DIR/eval/${name}_seed$seed/result.json"); done
+  if [ ${#own_seeds[@]} -eq 0 ]; then
+    logs+=("$name=$WORK_DIR/checkpoints/$name/train.log")
+    results+=(--result "$name=$WORK_DIR/eval/$name/result.json")
+  fi
+  for seed in "${own_seeds[@]}"; do
+    logs+=("$name=$WORK_DIR/checkpoints/${name}_seed$seed/train.log")
+    results+=(--result "$name=$WORK_DIR/eval/${name}_seed$seed/result.json")
+  done
 done
 # ROPE_AUTO=1: every RoPE run also translated with --rope-scaling auto (its own training length), as the
 # system <name>_auto, with the run's length penalty
@@ -75,7 +84,8 @@ if [ "${ROPE_AUTO:-0}" = 1 ]; then
 fi
 own_settings=$(compgen -v LR_ || true)$(compgen -v WARMUP_UPDATES_ || true)
 fairseq-rope-plot-training "${logs[@]}" --out "$OUT_DIR/${NAME}_curves.png" \
-  --title "$TITLE: training curves${seeds[0]:+ (seed ${seeds[0]})}"
+  --title "$TITLE: training curves${seeds[0]:+ (mean over seeds, band: lowest to highest)}" \
+  --loss nll_loss --out-md "$OUT_DIR/${NAME}_valid_loss.md"
 max_update=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/${names[0]}$first_seed/.done")
 unseen=()  # (a length split's longest training source: the longer buckets marked as unseen lengths)
 [ -z "${TRAIN_MAX_WORDS:-}" ] || unseen=(--train-max-words "$TRAIN_MAX_WORDS")
@@ -90,4 +100,4 @@ for part in ${TEST_PARTS:-}; do
     --title "$TITLE, ${BASH_REMATCH[1]}: quality by source length" \
     --out-md "$OUT_DIR/${NAME}_${BASH_REMATCH[1]}_by_length.md" --out-png "$OUT_DIR/${NAME}_${BASH_REMATCH[1]}_by_length.png"
 done
-log "figures in $OUT_DIR: ${NAME}_curves.png, ${NAME}_by_length.png (+ ${NAME}_by_length.md${TEST_PARTS:+, and per part})"
+log "figures in $OUT_DIR: ${NAME}_curves.png (+ ${NAME}_valid_loss.md), ${NAME}_by_length.png (+ ${NAME}_by_length.md${TEST_PARTS:+, and per part})"
