@@ -216,11 +216,13 @@ def test_figures_compare_named_runs_against_the_first(recipe, tmp_path):
     step("sample_figures.sh", env)
     table = (tmp_path / "cmp_by_length.md").read_text()
     assert table.startswith("## Tiny: quality by source length")
-    assert re.search(r"^\| transformer \| [\d.]+ \[[\d.]+, [\d.]+\] \|", table, re.M)  # one seed: the 95% CI
+    assert re.search(r"^\| transformer \| [\d,]+ \| [\d.]+ \[[\d.]+, [\d.]+\] \|", table, re.M)  # one seed: the 95% CI
     # the difference with the bootstrap's interval and sacreBLEU's p
-    assert re.search(r"^\| learned \| [\d.]+ \[[\d.]+, [\d.]+\] \([+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\], "
+    assert re.search(r"^\| learned \| [\d,]+ \| [\d.]+ \[[\d.]+, [\d.]+\] \([+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\], "
                      r"bootstrap p=[\d./]+", table, re.M)
     assert (tmp_path / "cmp_by_length.png").stat().st_size > 0 and (tmp_path / "cmp_curves.png").stat().st_size > 0
+    # one seed a run: the valid loss at equal updates without a spread or an interval
+    assert re.search(r"^\| 4 \| [\d.]+ \| [\d.]+ \([+-][\d.]+\) \|$", (tmp_path / "cmp_valid_loss.md").read_text(), re.M)
 
 
 def model_state(path):
