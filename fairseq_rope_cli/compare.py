@@ -326,9 +326,11 @@ def add_run_facts(res, runs, results):
     for (name, _), result in zip(runs, results):
         parameters.setdefault(name, []).append(result.get("parameters"))
         lenpen.setdefault(name, []).append(result.get("lenpen"))
-    every = lambda facts: facts if all(v is not None for vs in facts.values() for v in vs) else None  # noqa: E731
-    res["parameters"] = {n: sorted(set(v)) for n, v in every(parameters).items()} if every(parameters) else None
-    res["lenpen"] = every(lenpen)
+    def known(facts):
+        return all(v is not None for values in facts.values() for v in values)
+
+    res["parameters"] = {n: sorted(set(v)) for n, v in parameters.items()} if known(parameters) else None
+    res["lenpen"] = lenpen if known(lenpen) else None
     return res
 
 
@@ -477,8 +479,8 @@ def render_markdown(res, title, src_path, ref_path, hyp_paths, test_sets, train_
                       f"per-seed scores as the samples; the bootstrap resamples seeds and sentences "
                       f"({res['bootstrap_samples']} resamples, seed {res['bootstrap_seed']}) and its p is "
                       f"sacreBLEU's convention (about one tail)"
-                      + ("; it resamples translations, so the test NLL has none." if res.get("nll") else ".")
-                      + "", ""] + _tests_table(res, first)
+                      + ("; it resamples translations, so the test NLL has none." if res.get("nll") else "."),
+                  ""] + _tests_table(res, first)
     lines += ["", "By source length (words):", ""]
     header = (["Source words", "Sentences"] + [f"BLEU {n}" for n in runs] + [f"chrF {n}" for n in runs]
               + ["hyp/ref length " + " / ".join(runs), "repeating (%) " + " / ".join(runs)])
