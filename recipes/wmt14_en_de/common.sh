@@ -108,6 +108,12 @@ json_field() {
   "$PYTHON" -c 'import json, sys; v = json.load(sys.stdin)[sys.argv[1]]; print("" if v is None else v)' "$1"
 }
 
+# chosen_lenpen RUN: the length penalty run.sh chose on valid BLEU for RUN ($WORK_DIR/eval/RUN/lenpen.env,
+# written by fairseq-rope-tune lenpen); nothing when RUN has none
+chosen_lenpen() {
+  sed -n 's/^LENPEN_[A-Za-z0-9_]*=//p' "$WORK_DIR/eval/$1/lenpen.env" 2>/dev/null || true
+}
+
 # run_to OUT CMD...: runs CMD with stdout to OUT.tmp, renamed to OUT only on success
 run_to() {
   local out=$1; shift

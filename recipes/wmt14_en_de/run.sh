@@ -122,7 +122,7 @@ model() {  # model NAME [VAR=VALUE...]: train, average, evaluate one run
       results+=("$WORK_DIR/eval/$name/valid_lenpen$penalty/result.json")
     done
     fairseq-rope-tune lenpen "${results[@]}" --out-env "$WORK_DIR/eval/$name/lenpen.env"
-    lenpen=(LENPEN="$(sed -n 's/^LENPEN_[A-Za-z0-9_]*=//p' "$WORK_DIR/eval/$name/lenpen.env")")
+    lenpen=(LENPEN="$(chosen_lenpen "$name")")
   fi
   stage "evaluate $name" evaluate.sh "${run[@]}" "${lenpen[@]}" "$@"
 }

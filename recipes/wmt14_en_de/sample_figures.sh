@@ -73,7 +73,7 @@ if [ "${ROPE_AUTO:-0}" = 1 ]; then
     own_seeds=(${!own:-${SEEDS:-}})
     for run in $([ ${#own_seeds[@]} -eq 0 ] && echo "$name" || printf "${name}_seed%s " "${own_seeds[@]}"); do
       seed=${run##*_seed}; [ "$run" != "$name" ] || seed=${SEED:-1}
-      lenpen=$(sed -n 's/^LENPEN_[A-Za-z0-9_]*=//p' "$WORK_DIR/eval/$run/lenpen.env" 2>/dev/null || true)
+      lenpen=$(chosen_lenpen "$run")
       auto=${name}_auto${run#"$name"}
       env ARCH="${arch_of[$name]}" RUN_NAME="$auto" SYSTEM="${name}_auto" SEED="$seed" EVAL_DIR="$WORK_DIR/eval/$auto" \
         CHECKPOINT="$WORK_DIR/checkpoints/$run/checkpoint_avg_last${AVERAGE_LAST:-5}.pt" ${lenpen:+LENPEN="$lenpen"} \
