@@ -8,7 +8,8 @@
 grid: each run is SYSTEM=DIR, a folder train.sh trained (its .settings give the learning rate and
 warm-up; its train.log the validations). The point of a system with the lowest valid loss at
 --updates (fairseq's nll_loss, base 2: the model's cross-entropy, without the label-smoothing term,
-which is the same for every point) is chosen; a point whose log has no validation at exactly
+which is the same for every point) is chosen, with a note where it is the smallest or largest of three
+or more learning rates (the best may lie beyond the grid); a point whose log has no validation at exactly
 --updates is an error (not yet trained that far). --out-env writes LR_<system>= and
 WARMUP_UPDATES_<system>= lines for run.sh.
 
@@ -110,8 +111,19 @@ def grid_table(points, best, updates):
         chosen = best[system]
         others = sorted(p[3] for p in points if p[0] == system and p is not chosen)
         margin = f", {others[0] - chosen[3]:.3f} below the next" if others else ""
-        lines.append(f"- {system}: lr {chosen[1]}, warm-up {chosen[2]} (valid loss {chosen[3]:.3f}{margin})")
+        lines.append(f"- {system}: lr {chosen[1]}, warm-up {chosen[2]} (valid loss {chosen[3]:.3f}{margin})"
+                     + edge_note(points, chosen))
     return "\n".join(lines) + "\n"
+
+
+def edge_note(points, chosen):
+    """Where a system's chosen learning rate is the smallest or the largest of three or more it tried, the
+    best may lie beyond the grid: a note saying which end, to extend it (TUNE_LRS); else ""."""
+    tried = sorted({float(p[1]) for p in points if p[0] == chosen[0]})
+    if len(tried) < 3 or tried[0] < float(chosen[1]) < tried[-1]:
+        return ""
+    end = "largest" if float(chosen[1]) == tried[-1] else "smallest"
+    return f"; the {end} learning rate tried: the best may lie beyond it (extend TUNE_LRS)"
 
 
 def run_grid(args):

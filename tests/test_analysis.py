@@ -262,6 +262,23 @@ def test_valid_loss_at_equal_updates_gives_each_systems_seeds_mean_and_welchs_in
     assert r.returncode == 1 and "the same log is given twice" in r.stderr
 
 
+def test_tuning_table_says_when_a_choice_is_at_the_edge_of_the_learning_rates_tried():
+    """A system whose lowest valid loss is at the largest (or smallest) of three or more learning rates gets
+    a note that the best may lie beyond the grid; one whose best is inside it, or with two rates only, none."""
+    from fairseq_rope_cli import tune
+
+    points = [(system, lr, 250, loss, "") for system, losses in (("inside", (5.0, 4.0, 4.5)), ("edge", (5.0, 4.5, 4.0)),
+                                                                 ("low", (3.0, 4.5, 4.0)))
+              for lr, loss in zip(("1e-3", "2e-3", "4e-3"), losses)]
+    points += [("two", "1e-3", 250, 5.0, ""), ("two", "2e-3", 250, 4.0, "")]
+    table = tune.grid_table(points, tune.choose(points), 2000)
+    notes = dict(re.findall(r"^- (\w+): (.*)$", table, re.M))
+    assert notes["inside"] == "lr 2e-3, warm-up 250 (valid loss 4.000, 0.500 below the next)"
+    assert notes["edge"].endswith("; the largest learning rate tried: the best may lie beyond it (extend TUNE_LRS)")
+    assert notes["low"].startswith("lr 1e-3,") and "the smallest learning rate tried" in notes["low"]
+    assert "beyond" not in notes["two"]
+
+
 # --------------------------------------------------------------------------- length_study_data.py
 
 LENGTH_DATA = os.path.join(REPO, "recipes", "wmt14_en_de", "length_study_data.py")
