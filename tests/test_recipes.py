@@ -827,17 +827,18 @@ def test_tune_refuses_a_point_not_trained_to_the_budget(recipe):
 
 
 def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_path):
-    """converge.sh from the tuned settings: rounds of CONVERGE_STEP more updates, each round's verdict the
-    criterion computed here from fairseq's log (relative drop of valid nll_loss from the validation nearest
-    (1 - FLAT_LAST) of the way to the last, under FLAT_DROP); budget.env written once every run is flat, and
-    past CONVERGE_MAX an error naming it."""
+    """converge.sh from the tuned settings: each system CONVERGE_STEP more updates at a time until its own
+    verdict, the criterion computed here from fairseq's log (relative drop of valid nll_loss from the
+    validation nearest (1 - FLAT_LAST) of the way to the last, under FLAT_DROP), is flat; then every system
+    at the largest such budget, until one budget is flat for all: budget.env is the first budget of the grid
+    at which every run is flat, each check is in the report, and past CONVERGE_MAX an error names it."""
     chosen = tmp_path / "chosen.env"  # (as tune.sh writes it)
     chosen.write_text("LR_transformer=1e-3\nWARMUP_UPDATES_transformer=2  # valid loss 8.0 at 4\n"
                       "LR_rope_transformer=2e-3\nWARMUP_UPDATES_rope_transformer=1  # valid loss 7.9 at 4\n")
     env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}
     env.update(ARCHS="transformer rope_transformer", MODEL_ARGS=TINY_MODEL, SAVE_INTERVAL_UPDATES="2", CHOSEN=str(chosen),
-               FIRST_SEED="7", CONVERGE_START="8", CONVERGE_STEP="2", CONVERGE_MAX="12", FLAT_LAST="0.25",
-               FLAT_DROP="0.03", OUT_DIR=str(tmp_path), NAME="tiny")
+               FIRST_SEED="7", CONVERGE_START="8", CONVERGE_STEP="2", CONVERGE_MAX="20", FLAT_LAST="0.25",
+               FLAT_DROP="0.016", OUT_DIR=str(tmp_path), NAME="tiny")
     proc = step("converge.sh", env, ok=None)
     work = recipe["work"]
     logs = {s: valid_nll(work / "checkpoints" / f"{s}_seed7" / "train.log") for s in ("transformer", "rope_transformer")}
@@ -845,27 +846,46 @@ def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_pa
     def flat(losses, budget):
         points = sorted(u for u in losses if u <= budget)
         start = min(points[:-1], key=lambda u: (abs(u - budget * 0.75), u))
-        return (losses[start] - losses[budget]) / losses[start] < 0.03
+        return (losses[start] - losses[budget]) / losses[start] < 0.016
 
-    budget, rounds = 8, []
-    while budget <= 12:
-        rounds.append(budget)
-        if all(flat(losses, budget) for losses in logs.values()):
+    # the search, replayed on the logs: the checks each system makes, and where it ends (None: past 20)
+    floor, reached, checks, budget = 8, {s: 0 for s in logs}, [], None
+    while True:
+        found = {}
+        for system, losses in logs.items():
+            b = max(floor, reached[system])
+            while b <= 20 and not flat(losses, b):
+                checks.append((system, b, False))
+                b += 2
+            if b <= 20:
+                checks.append((system, b, True))
+                reached[system] = b
+            found[system] = b
+        if max(found.values()) > 20:
             break
-        budget += 2
+        if len(set(found.values())) == 1:
+            budget = max(found.values())
+            break
+        floor = max(found.values())
     for system, lr, warmup in (("transformer", "1e-3", "2"), ("rope_transformer", "2e-3", "1")):
         settings = (work / "checkpoints" / f"{system}_seed7" / ".settings").read_text()
         assert f"LR={lr}\n" in settings and f"WARMUP_UPDATES={warmup}\n" in settings and "SEED=7\n" in settings
-    if budget <= 12:
+    if budget is not None:
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert (work / "tune" / "budget.env").read_text() == f"MAX_UPDATE={budget}\n"
         report = (tmp_path / "tiny_convergence.md").read_text()
-        assert [int(u) for u in re.findall(r"^At (\d+) updates:", report, re.M)] == rounds
-        assert report.count("still improving") == sum(not flat(l, b) for b in rounds for l in logs.values())
+        made = sorted((s, int(u), verdict == "flat") for u, s, verdict in
+                      re.findall(r"^- at (\d+) updates: (\w+): .*, (flat|still improving) ", report, re.M))
+        assert made == sorted(checks), report
+        assert max(max(l) for l in logs.values()) == budget
+        assert all(flat(l, budget) for l in logs.values())
     else:
-        assert proc.returncode != 0 and "not flat by CONVERGE_MAX=12 updates" in proc.stderr
+        assert proc.returncode != 0 and "not flat by CONVERGE_MAX=20 updates" in proc.stderr
         assert not (work / "tune" / "budget.env").exists()
-    assert max(max(l) for l in logs.values()) == rounds[-1]
+        assert max(max(l) for l in logs.values()) == 20
+    assert {s for s, _, _ in checks} == set(logs)
+    firsts = {s: min(b for t, b, verdict in checks if t == s and verdict) for s in logs if any(t == s and v for t, _, v in checks)}
+    assert len(set(firsts.values())) > 1, f"the systems were flat at the same budget ({checks}): nothing to tell"
 
 
 def test_each_system_gets_its_own_seeds_rate_and_the_length_penalty_of_its_best_valid_bleu(recipe):

@@ -108,6 +108,22 @@ json_field() {
   "$PYTHON" -c 'import json, sys; v = json.load(sys.stdin)[sys.argv[1]]; print("" if v is None else v)' "$1"
 }
 
+# in_parallel N FUNCTION NAME...: FUNCTION NAME for every NAME, at most N at once (each in a subshell,
+# its lines prefixed by {NAME}); the NAMEs that failed in the array FAILED, status 1 if there are any
+in_parallel() {
+  local limit=$1 function=$2 name i
+  shift 2
+  local pids=() names=()
+  FAILED=()
+  for name in "$@"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$limit" ]; do sleep 1; done
+    ( "$function" "$name" 2>&1 | sed -u "s/^/{$name} /" ) &
+    pids+=($!) names+=("$name")
+  done
+  for i in "${!pids[@]}"; do wait "${pids[$i]}" || FAILED+=("${names[$i]}"); done
+  [ ${#FAILED[@]} -eq 0 ]
+}
+
 # chosen_lenpen RUN: the length penalty run.sh chose on valid BLEU for RUN ($WORK_DIR/eval/RUN/lenpen.env,
 # written by fairseq-rope-tune lenpen); nothing when RUN has none
 chosen_lenpen() {

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The budget at which every system has stopped improving: the first seed of each system trained (with
 # its tuned settings, $WORK_DIR/tune/chosen.env from tune.sh) to CONVERGE_START updates, then
-# CONVERGE_STEP more at a time, until the valid loss of every one is flat by fairseq-rope-tune flat's
+# CONVERGE_STEP more at a time, until the valid loss of every one is flat at the same budget, by fairseq-rope-tune flat's
 # criterion (less than FLAT_DROP lower over the last FLAT_LAST of the updates). A run extended is the
 # same run continued (inverse square root decay does not depend on the budget). Writes
-# $WORK_DIR/tune/budget.env (MAX_UPDATE=N) and $OUT_DIR/${NAME}_convergence.md (each round's check).
+# $WORK_DIR/tune/budget.env (MAX_UPDATE=N) and $OUT_DIR/${NAME}_convergence.md (every check). Each
+# system goes on by itself until it is flat (a slot freed early goes to another), then every system is
+# taken to the largest of those budgets, until one budget is flat for all of them.
 # The runs are run.sh's first seed (checkpoints/NAME_seedS), so the comparison does not train them again.
 # Knobs:
 #   WORK_DIR        work/debian; ARCHS as tune.sh's; FIRST_SEED 1
@@ -47,43 +49,54 @@ if [ -f "$budget_file" ]; then
   exit 0
 fi
 
-names=() arch_of=()
-for entry in $ARCHS; do names+=("${entry%%=*}"); arch_of+=("${entry#*=}"); done
-train_to() {  # train_to INDEX UPDATES: the first seed of system INDEX trained (or continued) to UPDATES
-  local name=${names[$1]} own_lr="LR_${names[$1]}" own_warmup="WARMUP_UPDATES_${names[$1]}" own_args="ARGS_${names[$1]}"
+names=()
+declare -A arch_of=()
+for entry in $ARCHS; do names+=("${entry%%=*}"); arch_of[${entry%%=*}]=${entry#*=}; done
+train_to() {  # train_to SYSTEM UPDATES: the first seed of SYSTEM trained (or continued) to UPDATES
+  local name=$1 own_lr="LR_$1" own_warmup="WARMUP_UPDATES_$1" own_args="ARGS_$1"
   [ -n "${!own_lr:-}" ] && [ -n "${!own_warmup:-}" ] || die "$CHOSEN has no $own_lr or $own_warmup (tune.sh with ARCHS=\"$ARCHS\")"
-  env ARCH="${arch_of[$1]}" RUN_NAME="${name}_seed$FIRST_SEED" SEED="$FIRST_SEED" MAX_UPDATE="$2" \
+  env ARCH="${arch_of[$name]}" RUN_NAME="${name}_seed$FIRST_SEED" SEED="$FIRST_SEED" MAX_UPDATE="$2" \
       LR="${!own_lr}" WARMUP_UPDATES="${!own_warmup}" ALLOW_CHANGED_SETTINGS=1 \
       EXTRA_TRAIN_ARGS="${EXTRA_TRAIN_ARGS:-}${!own_args:+${EXTRA_TRAIN_ARGS:+ }${!own_args}}" \
       OMP_NUM_THREADS="$THREADS_PER_RUN" MKL_NUM_THREADS="$THREADS_PER_RUN" bash "$RECIPE_DIR/train.sh"
 }
 mkdir -p "$OUT_DIR" "$WORK_DIR/tune"
 report=$WORK_DIR/tune/convergence.md
-[ -f "$report.tmp" ] || echo "Flat: valid nll_loss less than $FLAT_DROP lower (relative) over the last $FLAT_LAST of the updates (fairseq-rope-tune flat)." > "$report.tmp"
-budget=$CONVERGE_START
-for name in "${names[@]}"; do  # an interrupted search continues at the budget its runs reached
-  reached=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/${name}_seed$FIRST_SEED/.done" 2>/dev/null || true)
+[ -f "$report.tmp" ] || echo "Flat: valid nll_loss less than $FLAT_DROP lower (relative) over the last $FLAT_LAST of the updates (fairseq-rope-tune flat). Each system is checked on its own, from the budget it has reached, CONVERGE_STEP more at a time." > "$report.tmp"
+flat_dir=$WORK_DIR/tune/flat
+# converge_one SYSTEM: trained from $floor (or the budget it reached, if more) CONVERGE_STEP more at a time
+# until its valid loss is flat; that budget in $flat_dir/SYSTEM ("none": not flat by CONVERGE_MAX)
+converge_one() {
+  local name=$1 dir="$WORK_DIR/checkpoints/${1}_seed$FIRST_SEED" budget=$floor reached check status
+  reached=$(sed -n 's/^MAX_UPDATE=//p' "$dir/.done" 2>/dev/null || true)
   [ -z "$reached" ] || [ "$reached" -le "$budget" ] || budget=$reached
-done
-while :; do
-  log "training the first seed of ${names[*]} to $budget updates"
-  pids=()
-  for i in "${!names[@]}"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL_RUNS" ]; do sleep 1; done
-    ( train_to "$i" "$budget" 2>&1 | sed -u "s/^/{${names[$i]}_seed$FIRST_SEED} /" ) &
-    pids+=($!)
+  while [ "$budget" -le "$CONVERGE_MAX" ]; do
+    train_to "$name" "$budget"
+    check=$(fairseq-rope-tune flat "$name=$dir" --last "$FLAT_LAST" --drop "$FLAT_DROP") && status=0 || status=$?
+    [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || die "fairseq-rope-tune flat failed (exit status $status)"
+    printf -- '- at %s updates: %s\n' "$budget" "$check" >> "$report.tmp"
+    log "$check"
+    if [ "$status" -eq 0 ]; then echo "$budget" > "$flat_dir/$name"; return 0; fi
+    budget=$((budget + CONVERGE_STEP))
   done
-  for pid in "${pids[@]}"; do wait "$pid" || die "a run failed (see the {run}-prefixed lines above)"; done
-  runs=()
-  for name in "${names[@]}"; do runs+=("$name=$WORK_DIR/checkpoints/${name}_seed$FIRST_SEED"); done
-  { echo; echo "At $budget updates:"; echo; } >> "$report.tmp"
-  check=$(fairseq-rope-tune flat "${runs[@]}" --last "$FLAT_LAST" --drop "$FLAT_DROP") && status=0 || status=$?
-  printf '%s\n' "$check" | sed 's/^/- /' | tee -a "$report.tmp" >&2
-  if [ "$status" -eq 0 ]; then break; fi
-  [ "$status" -eq 3 ] || die "fairseq-rope-tune flat failed (exit status $status)"
-  budget=$((budget + CONVERGE_STEP))
-  [ "$budget" -le "$CONVERGE_MAX" ] || die "not flat by CONVERGE_MAX=$CONVERGE_MAX updates (see $report.tmp); raise it"
+  echo none > "$flat_dir/$name"
+}
+# Every system on its own until it is flat (so that a run finished early frees its slot for another), then
+# every system at the largest of those budgets, until one budget is flat for all: the first budget on the
+# grid CONVERGE_START + k CONVERGE_STEP at which every system's valid loss is flat.
+floor=$CONVERGE_START
+while :; do
+  rm -rf "$flat_dir" && mkdir -p "$flat_dir"
+  log "every system (the first seed of ${names[*]}) from $floor updates on, until its valid loss is flat"
+  in_parallel "$PARALLEL_RUNS" converge_one "${names[@]}" || die "failed: ${FAILED[*]} (see the {system}-prefixed lines above)"
+  budgets=()
+  for name in "${names[@]}"; do budgets+=("$(cat "$flat_dir/$name")"); done
+  [[ " ${budgets[*]} " != *" none "* ]] || die "not flat by CONVERGE_MAX=$CONVERGE_MAX updates: ${names[*]} reached ${budgets[*]} (see $report.tmp); raise it"
+  budget=$(printf '%s\n' "${budgets[@]}" | sort -n | tail -n 1)
+  [ "$(printf '%s\n' "${budgets[@]}" | sort -u | wc -l)" -gt 1 ] || break
+  floor=$budget
 done
+rm -rf "$flat_dir"
 mv -f "$report.tmp" "$report"
 cp "$report" "$OUT_DIR/${NAME}_convergence.md.tmp" && mv -f "$OUT_DIR/${NAME}_convergence.md.tmp" "$OUT_DIR/${NAME}_convergence.md"
 echo "MAX_UPDATE=$budget" > "$budget_file.tmp" && mv -f "$budget_file.tmp" "$budget_file"

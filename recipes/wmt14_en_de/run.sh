@@ -134,16 +134,9 @@ if [ "$PARALLEL_RUNS" -le 1 ]; then
   for name in "${runs[@]}"; do model "$name"; done
 else
   log "running up to $PARALLEL_RUNS runs at once, $THREADS_PER_RUN thread(s) each; lines are prefixed by run"
-  pids=() names=()
-  for name in "${runs[@]}"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL_RUNS" ]; do sleep 1; done
-    ( model "$name" OMP_NUM_THREADS="$THREADS_PER_RUN" MKL_NUM_THREADS="$THREADS_PER_RUN" 2>&1 \
-        | sed -u "s/^/{$name} /" ) &
-    pids+=($!) names+=("$name")
-  done
-  failed=()
-  for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed+=("${names[$i]}"); done
-  [ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]} (see the {run}-prefixed lines above and $WORK_DIR/checkpoints/<run>/train.log)"
+  threaded_model() { model "$1" OMP_NUM_THREADS="$THREADS_PER_RUN" MKL_NUM_THREADS="$THREADS_PER_RUN"; }
+  in_parallel "$PARALLEL_RUNS" threaded_model "${runs[@]}" \
+    || die "failed: ${FAILED[*]} (see the {run}-prefixed lines above and $WORK_DIR/checkpoints/<run>/train.log)"
 fi
 log "=== results ($WORK_DIR/results.md) ==="
 fairseq-rope-results "${results[@]}" --baseline "$BASELINE" --output "$WORK_DIR/results.md"
