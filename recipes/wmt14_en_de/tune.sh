@@ -66,17 +66,17 @@ train_point() {  # train_point SYSTEM ARCH LR WARMUP
       LR="$3" WARMUP_UPDATES="$4" SEED="$TUNE_SEED" MAX_UPDATE="$TUNE_UPDATES" \
       OMP_NUM_THREADS="$THREADS_PER_RUN" MKL_NUM_THREADS="$THREADS_PER_RUN" bash "$RECIPE_DIR/train.sh"
 }
-pids=() names=()
+names=()
+declare -A point_of=()  # point name (SYSTEM_lrLR_wuWARMUP): "SYSTEM ARCH LR WARMUP"
 for point in "${points[@]}"; do
   # shellcheck disable=SC2086
   set -- $point
-  while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL_RUNS" ]; do sleep 1; done
-  ( train_point "$@" 2>&1 | sed -u "s/^/{${1}_lr${3}_wu${4}} /" ) &
-  pids+=($!) names+=("${1}_lr${3}_wu${4}")
+  names+=("${1}_lr${3}_wu${4}") && point_of[${1}_lr${3}_wu${4}]=$point
 done
-failed=()
-for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed+=("${names[$i]}"); done
-[ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]} (see the {point}-prefixed lines above and $WORK_DIR/tune/checkpoints/<point>/train.log)"
+# shellcheck disable=SC2086
+train_named() { train_point ${point_of[$1]}; }
+in_parallel "$PARALLEL_RUNS" train_named "${names[@]}" \
+  || die "failed: ${FAILED[*]} (see the {point}-prefixed lines above and $WORK_DIR/tune/checkpoints/<point>/train.log)"
 
 runs=()
 for point in "${points[@]}"; do
