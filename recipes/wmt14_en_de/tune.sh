@@ -10,7 +10,7 @@
 #   WORK_DIR      work/debian; DATA_BIN $WORK_DIR/data-bin (prepare.sh; run it first, or the
 #                 comparison script, which prepares the data)
 #   ARCHS         "transformer rpe_transformer rope_transformer" (ARCH or NAME=ARCH, as run.sh)
-#   TUNE_LRS      "1e-3 2e-3 4e-3"; TUNE_WARMUPS "250 1000" (updates); TUNE_SEED 1
+#   TUNE_LRS      "1e-3 2e-3 4e-3 8e-3"; TUNE_WARMUPS "250 1000" (updates); TUNE_SEED 1
 #   TUNE_UPDATES  2000 updates of TOKENS_PER_UPDATE target tokens (the same budget for every point)
 #   PARALLEL_RUNS 2 runs at once, THREADS_PER_RUN 1 thread each
 #   OUT_DIR       $WORK_DIR (OUT_DIR=docs writes the committed table); NAME debian
@@ -22,7 +22,7 @@ export WORK_DIR=${WORK_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 ARCHS=${ARCHS:-transformer rpe_transformer rope_transformer}
-TUNE_LRS=${TUNE_LRS:-1e-3 2e-3 4e-3}
+TUNE_LRS=${TUNE_LRS:-1e-3 2e-3 4e-3 8e-3}
 TUNE_WARMUPS=${TUNE_WARMUPS:-250 1000}
 TUNE_SEED=${TUNE_SEED:-1}
 TUNE_UPDATES=${TUNE_UPDATES:-2000}
