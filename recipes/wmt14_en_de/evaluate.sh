@@ -166,7 +166,7 @@ if [ "$REFERENCE_NLL" = 1 ] && [ "$BACKEND" = fairseq ] && [ -z "$DOCIDS" ]; the
   if [ -f "$SCORED" ] && [ "$SCORED" -nt "$CHECKPOINT" ] && [ "$(cat "$SCORED.settings" 2>/dev/null)" = "$nll_settings" ]; then
     log "reference scores up to date: $SCORED"
   else
-    log "scoring the references of $GEN_SUBSET with $CHECKPOINT (fairseq-generate --score-reference: the test NLL) -> $SCORED"
+    log "the test NLL: the references of $GEN_SUBSET scored by fairseq-generate --score-reference -> $SCORED"
     overrides=()
     [ -z "$MODEL_OVERRIDES" ] || overrides=(--model-overrides "$MODEL_OVERRIDES")
     run_to "$SCORED" fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
