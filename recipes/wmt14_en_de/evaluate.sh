@@ -113,6 +113,10 @@ if [ "$PRECISION" = auto ]; then PRECISION=$([ "$NGPU" -gt 0 ] && echo fp16 || e
 device_args=()
 [ "$PRECISION" != fp16 ] || device_args+=(--fp16)
 [ "$NGPU" -gt 0 ] || device_args+=(--cpu)
+# fairseq-generate's arguments for this checkpoint and subset, for the translation and the reference scores
+generate_args=("$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" --gen-subset "$GEN_SUBSET"
+               --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" "${device_args[@]}")
+[ -z "$MODEL_OVERRIDES" ] || generate_args+=(--model-overrides "$MODEL_OVERRIDES")
 
 mkdir -p "$EVAL_DIR"
 GEN=$EVAL_DIR/generate.out
@@ -146,12 +150,8 @@ elif [ "$BACKEND" = ctranslate2 ]; then
   tail -n 1 "$GEN" | sed "s/^/[$STEP] /" >&2
 else
   log "translating $GEN_SUBSET with $CHECKPOINT (beam $BEAM, lenpen $LENPEN) -> $EVAL_DIR/{generate.out,generate.log}"
-  overrides=()
-  [ -z "$MODEL_OVERRIDES" ] || overrides=(--model-overrides "$MODEL_OVERRIDES")
   if ! logged "$EVAL_DIR/generate.log" --stdout "$GEN" --total "$(line_count "$REF")" -- \
-      fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
-      --gen-subset "$GEN_SUBSET" --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$remove_bpe" \
-      --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" "${device_args[@]}" "${overrides[@]}"; then
+      fairseq-generate "${generate_args[@]}" --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$remove_bpe"; then
     # fairseq's errors for a damaged checkpoint or other dictionaries name neither file: say which
     fairseq-rope-checkpoint fits "$CHECKPOINT" --data-bin "$DATA_BIN" --source-lang "$SRC" --target-lang "$TGT" \
       > /dev/null || true
@@ -167,11 +167,7 @@ if [ "$REFERENCE_NLL" = 1 ] && [ "$BACKEND" = fairseq ] && [ -z "$DOCIDS" ]; the
     log "reference scores up to date: $SCORED"
   else
     log "the test NLL: the references of $GEN_SUBSET scored by fairseq-generate --score-reference -> $SCORED"
-    overrides=()
-    [ -z "$MODEL_OVERRIDES" ] || overrides=(--model-overrides "$MODEL_OVERRIDES")
-    run_to "$SCORED" fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --path "$CHECKPOINT" \
-      --gen-subset "$GEN_SUBSET" --score-reference --required-batch-size-multiple 1 --max-tokens "$GEN_MAX_TOKENS" \
-      "${device_args[@]}" "${overrides[@]}" 2> "$EVAL_DIR/score_reference.log" \
+    run_to "$SCORED" fairseq-generate "${generate_args[@]}" --score-reference 2> "$EVAL_DIR/score_reference.log" \
       || { tail -n 5 "$EVAL_DIR/score_reference.log" >&2; die "cannot score the references with $CHECKPOINT (log: $EVAL_DIR/score_reference.log)"; }
     echo "$nll_settings" > "$SCORED.settings.tmp" && mv -f "$SCORED.settings.tmp" "$SCORED.settings"
   fi
