@@ -22,17 +22,11 @@ import pytest
 import forked
 from conftest import free_port, run_tool, subword_nmt_data_bin, untrained_checkpoint
 from fairseq_rope_text.preprocessing import Preprocessing
+from scripts.serve_soak import SENTENCES  # of WORDS: the tiny untrained model translates them differently
 
 BIN = os.path.dirname(sys.executable)
 WORDS = ["The", "A", "It", "He", "She", "dog", "cat", "house", "man", "woman", "sees", "runs", "eats", "has", "red",
          "big", "small", "old", "and", "but", "the", "a", "in", "on", "today", "Hello", "world", ".", ",", "!", "?"]
-# sentences of the model's own words, which the tiny untrained model translates differently from each other
-SENTENCES = [f"{a} {b} {c} the {d} {e} ." for a, b, c, d, e in zip(
-    ["The", "A", "It", "He", "She", "The", "A", "He", "She", "It", "The", "A"],
-    ["dog", "cat", "man", "woman", "dog", "house", "man", "cat", "dog", "woman", "cat", "dog"],
-    ["sees", "runs", "eats", "has", "sees", "has", "runs", "eats", "sees", "has", "runs", "eats"],
-    ["red", "big", "small", "old", "big", "red", "old", "small", "red", "big", "old", "red"],
-    ["house", "dog", "cat", "man", "woman", "cat", "house", "dog", "man", "cat", "woman", "house"])]
 
 
 @pytest.fixture(scope="module")
