@@ -22,7 +22,7 @@ import pytest
 import forked
 from conftest import free_port, run_tool, subword_nmt_data_bin, untrained_checkpoint
 from fairseq_rope_text.preprocessing import Preprocessing
-from scripts.serve_soak import SENTENCES  # of WORDS: the tiny untrained model translates them differently
+from scripts.serve_soak import SENTENCES, soak  # SENTENCES: of WORDS, which the tiny untrained model translates differently
 
 BIN = os.path.dirname(sys.executable)
 WORDS = ["The", "A", "It", "He", "She", "dog", "cat", "house", "man", "woman", "sees", "runs", "eats", "has", "red",
@@ -473,7 +473,6 @@ def test_a_soak_past_the_queue_loses_and_leaks_nothing(model, backend):
     -SIGTERM, its temporary folder empty. (docs/serving.md, Under load: the longer run.)"""
     if backend == "ctranslate2":
         pytest.importorskip("ctranslate2")
-    from scripts.serve_soak import soak
 
     summary = soak(model, backend, rounds=5, clients=6, queue_size=8, sentences=SENTENCES[:8], rate_wait=0, quiet=True)
     assert summary["problems"] == [], "\n".join(summary["problems"])
