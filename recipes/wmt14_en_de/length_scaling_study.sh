@@ -58,7 +58,7 @@ export MAX_TRAIN_WORDS BUCKETS PER_BUCKET TEST_SEED
 start=$SECONDS
 
 # 1. baseline and RoPE (length_study.sh: corpus, training, test translations without scaling)
-OUT_DIR=$WORK_DIR ARCHS="transformer rope_transformer $BASELINES" CONCAT_PAIRS=1 bash "$RECIPE_DIR/length_study.sh"
+OUT_DIR=$WORK_DIR ARCHS="transformer rope_transformer $BASELINES" CONCAT_PAIRS=1 SEEDS= bash "$RECIPE_DIR/length_study.sh"
 models=(rope)
 declare -A DIRS=([rope]=$WORK_DIR)
 # 2. RoPE with random positions: the same corpus and settings in a work dir of its own
@@ -66,7 +66,7 @@ if [ "$RANDOM_POSITIONS" -gt 0 ]; then
   RANDOM_DIR=$WORK_DIR/random_positions
   WORK_DIR=$RANDOM_DIR OUT_DIR=$RANDOM_DIR ARCHS=rope_transformer CONCAT_PAIRS=1 \
     EXTRA_TRAIN_ARGS="${EXTRA_TRAIN_ARGS:+$EXTRA_TRAIN_ARGS }--rope-random-positions $RANDOM_POSITIONS" \
-    bash "$RECIPE_DIR/length_study.sh"
+    SEEDS= bash "$RECIPE_DIR/length_study.sh"
   cmp -s "$WORK_DIR/data-bin/dict.$SRC.txt" "$RANDOM_DIR/data-bin/dict.$SRC.txt" \
     || die "the random-positions run has another dictionary than $WORK_DIR/data-bin: not the same data"
   models+=(rope_random) DIRS[rope_random]=$RANDOM_DIR
@@ -75,7 +75,7 @@ fi
 if [ "$CONCAT_PAIRS" -gt 1 ]; then
   CONCAT_DIR=$WORK_DIR/concat$CONCAT_PAIRS
   WORK_DIR=$CONCAT_DIR OUT_DIR=$CONCAT_DIR ARCHS="transformer rope_transformer $BASELINES" CONCAT_PAIRS=$CONCAT_PAIRS \
-    bash "$RECIPE_DIR/length_study.sh"
+    SEEDS= bash "$RECIPE_DIR/length_study.sh"
   cmp -s "$WORK_DIR/data-bin/dict.$SRC.txt" "$CONCAT_DIR/data-bin/dict.$SRC.txt" \
     || die "the concatenated-pairs run has another dictionary than $WORK_DIR/data-bin: it cannot translate the validation set"
   models+=(rope_concat) DIRS[rope_concat]=$CONCAT_DIR

@@ -15,6 +15,8 @@
 #   ARCHS            "transformer rope_transformer": the runs, as run.sh takes them (the first is the
 #                    baseline of the comparison)
 #   MAX_UPDATE       1000 (pinned here, so that the study does not move with sample.sh's default)
+#   SEEDS            run.sh's: e.g. "1 2 3" trains every run once per seed and the table tests over the
+#                    seeds (Welch's t, two-sided, with intervals); unset: one run each (seed 1)
 # Every knob of sample.sh (MODEL_ARGS, MAX_UPDATE, LR, ...) and of its steps applies. The corpus
 # is made by length_study_data.py (beside this script), the comparison by fairseq-rope-compare. Re-running skips
 # finished stages; changing MAX_TRAIN_WORDS uses another WORK_DIR.
@@ -58,13 +60,22 @@ bpe_note="BPE tokens per source (what the positions count, without EOS): trainin
 $(bpe_max "$WORK_DIR/prep/bpe/train.$SRC"), test at most $(bpe_max "$WORK_DIR/prep/bpe/test.$SRC")."
 names=()
 for entry in $ARCHS; do names+=("${entry%%=*}"); done  # a run is ARCH or NAME=ARCH (run.sh)
-max_update=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/${names[0]}/.done")
-model_note="Models: sample.sh's, $max_update updates, identical settings for every arch; \
+runs_of() {  # runs_of NAME: its run directories' names, NAME or NAME_seedS per seed (run.sh's SEEDS, SEEDS_<name>)
+  local own="SEEDS_$1" seed
+  local list=${!own-${SEEDS:-}}
+  if [ -z "${list// /}" ]; then echo "$1"; return; fi
+  for seed in $list; do echo "$1_seed$seed"; done
+}
+first_run=$(runs_of "${names[0]}" | head -n 1)
+max_update=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/$first_run/.done")
+model_note="Models: sample.sh's, $max_update updates, identical settings for every arch, training seeds ${SEEDS:-1}; \
 training pairs: $(line_count "$RAW/train.$SRC") of $(line_count "$SAMPLE_DIR/train.$SRC") sample pairs; \
 test set: make_sample_corpus.py seed $TEST_SEED, $PER_BUCKET sentences per bucket, none in the sample \
 (\`${RAW#"$REPO_ROOT"/}/README\`)."
 results=()
-for name in "${names[@]}"; do results+=(--result "$name=$WORK_DIR/eval/$name/result.json"); done
+for name in "${names[@]}"; do
+  for run in $(runs_of "$name"); do results+=(--result "$name=$WORK_DIR/eval/$run/result.json"); done
+done
 mkdir -p "$OUT_DIR"
 cd "$REPO_ROOT"  # paths in the table relative to the repository
 fairseq-rope-compare --src "$RAW/test.$SRC" "${results[@]}" --buckets "$BUCKETS" \
