@@ -49,6 +49,15 @@ one_of() {
 }
 
 line_count() { wc -l < "$1" | tr -d ' '; }
+# runs_of NAME: the run directories of system NAME, as run.sh names them: NAME_seedS for each seed of
+# SEEDS_<name> (its own seeds) or else SEEDS, and NAME alone when there are no seeds
+runs_of() {
+  local own="SEEDS_$1" seed
+  local list=${!own:-${SEEDS:-}}
+  if [ -z "${list// /}" ]; then echo "$1"; return; fi
+  for seed in $list; do echo "$1_seed$seed"; done
+}
+
 # small_model HEADS: the model of the sample and of the real-text study (2+2 layers, dimension 128, FFN 512),
 # with HEADS attention heads, as fairseq-train flags
 small_model() {

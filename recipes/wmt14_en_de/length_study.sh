@@ -60,12 +60,6 @@ bpe_note="BPE tokens per source (what the positions count, without EOS): trainin
 $(bpe_max "$WORK_DIR/prep/bpe/train.$SRC"), test at most $(bpe_max "$WORK_DIR/prep/bpe/test.$SRC")."
 names=()
 for entry in $ARCHS; do names+=("${entry%%=*}"); done  # a run is ARCH or NAME=ARCH (run.sh)
-runs_of() {  # runs_of NAME: its run directories' names, NAME or NAME_seedS per seed (run.sh's SEEDS, SEEDS_<name>)
-  local own="SEEDS_$1" seed
-  local list=${!own-${SEEDS:-}}
-  if [ -z "${list// /}" ]; then echo "$1"; return; fi
-  for seed in $list; do echo "$1_seed$seed"; done
-}
 first_run=$(runs_of "${names[0]}" | head -n 1)
 max_update=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/$first_run/.done")
 model_note="Models: sample.sh's, $max_update updates, identical settings for every arch, training seeds ${SEEDS:-1}; \

@@ -51,16 +51,9 @@ first_seed=${seeds[0]:+_seed${seeds[0]}}  # (the runs' directories are NAME_seed
 declare -A arch_of=()
 for entry in $ARCHS; do arch_of[${entry%%=*}]=${entry#*=}; done
 for name in "${names[@]}"; do
-  own="SEEDS_$name"
-  # shellcheck disable=SC2206
-  own_seeds=(${!own:-${SEEDS:-}})  # (run.sh's SEEDS_<name>: a system's own seeds)
-  if [ ${#own_seeds[@]} -eq 0 ]; then
-    logs+=("$name=$WORK_DIR/checkpoints/$name/train.log")
-    results+=(--result "$name=$WORK_DIR/eval/$name/result.json")
-  fi
-  for seed in "${own_seeds[@]}"; do
-    logs+=("$name=$WORK_DIR/checkpoints/${name}_seed$seed/train.log")
-    results+=(--result "$name=$WORK_DIR/eval/${name}_seed$seed/result.json")
+  for run in $(runs_of "$name"); do
+    logs+=("$name=$WORK_DIR/checkpoints/$run/train.log")
+    results+=(--result "$name=$WORK_DIR/eval/$run/result.json")
   done
 done
 # ROPE_AUTO=1: every RoPE run also translated with --rope-scaling auto (its own training length), as the
@@ -68,10 +61,7 @@ done
 if [ "${ROPE_AUTO:-0}" = 1 ]; then
   for name in "${names[@]}"; do
     [[ "${arch_of[$name]}" == rope_transformer* ]] || continue
-    own="SEEDS_$name"
-    # shellcheck disable=SC2206
-    own_seeds=(${!own:-${SEEDS:-}})
-    for run in $([ ${#own_seeds[@]} -eq 0 ] && echo "$name" || printf "${name}_seed%s " "${own_seeds[@]}"); do
+    for run in $(runs_of "$name"); do
       seed=${run##*_seed}; [ "$run" != "$name" ] || seed=${SEED:-1}
       lenpen=$(chosen_lenpen "$run")
       auto=${name}_auto${run#"$name"}
