@@ -802,6 +802,8 @@ def test_tune_chooses_each_systems_lowest_valid_loss_from_its_own_grid(recipe, t
     work = recipe["work"]
     table = (tmp_path / "tiny_tuning.md").read_text()
     chosen = dict(re.findall(r"^(\w+)=(\S+)", (work / "tune" / "chosen.env").read_text(), re.M))
+    # the settings published beside the table (what CHOSEN= takes on another machine) are the ones chosen
+    assert (tmp_path / "tiny_tuning.env").read_text() == (work / "tune" / "chosen.env").read_text()
     for system in ("transformer", "rope_transformer"):
         losses = {}
         for lr in ("5e-4", "3e-3"):

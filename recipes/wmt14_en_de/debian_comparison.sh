@@ -2,7 +2,8 @@
 # RoPE against fairseq's transformer and Shaw's relative positions on real text, the Debian documentation
 # corpus (debian_corpus.sh, built first), each system tuned on its own and trained until it stops
 # improving, then several seeds:
-#   1. tune.sh       learning rate x warm-up on valid loss, per system, one seed ($WORK_DIR/tune/chosen.env)
+#   1. tune.sh       learning rate x warm-up on valid loss, per system, one seed ($WORK_DIR/tune/chosen.env);
+#                    CHOSEN=FILE: the settings a grid chose before (e.g. docs/debian_tuning.env), not tuned again
 #   2. converge.sh   the budget at which every system's valid loss is flat ($WORK_DIR/tune/budget.env)
 #   3. every seed trained to that budget, the last 5 checkpoints averaged, the length penalty chosen on
 #      valid BLEU per run (LENPENS), the test set translated with beam 4 and scored, then the tables
@@ -19,7 +20,8 @@
 #   BPE_MERGES 4000; TOKENS_PER_UPDATE 2000; SAVE_INTERVAL_UPDATES 200 (5 averaged: the last 1000 updates)
 #   OUT_DIR    $WORK_DIR; OUT_DIR=docs regenerates the committed tables and figures
 # and the knobs of tune.sh (TUNE_*), converge.sh (CONVERGE_*, FLAT_*), sample_figures.sh, sample.sh and
-# debian_corpus.sh. MAX_UPDATE given: that budget, and converge.sh is not run.
+# debian_corpus.sh. MAX_UPDATE given: that budget, and converge.sh is not run. A study can so go on on
+# another machine from its published steps: CHOSEN=docs/debian_tuning.env MAX_UPDATE=<debian_convergence.md's>.
 set -euo pipefail
 HEADS=${HEADS:-2}
 [[ "$HEADS" =~ ^[1-9][0-9]*$ ]] && [ $((128 % HEADS)) -eq 0 ] || { echo "HEADS must divide 128, got '$HEADS'" >&2; exit 1; }
@@ -60,10 +62,17 @@ log "real text: corpus $RAW_DIR, work dir $WORK_DIR, runs: $ARCHS, seeds $SEEDS$
 # the data once (tune.sh trains on it before sample.sh's run.sh would see it); tune.sh, converge.sh and
 # sample.sh each add MODEL_ARGS to EXTRA_TRAIN_ARGS, in the same way, so a run has one record everywhere
 bash "$RECIPE_DIR/prepare.sh"
-bash "$RECIPE_DIR/tune.sh"
+if [ -n "${CHOSEN:-}" ]; then
+  need_file "$CHOSEN" "the tuned settings (CHOSEN; tune.sh writes them as \$OUT_DIR/\${NAME}_tuning.env)"
+  log "tuned settings from $CHOSEN: tune.sh not run"
+else
+  bash "$RECIPE_DIR/tune.sh"
+  CHOSEN=$WORK_DIR/tune/chosen.env
+fi
+export CHOSEN  # (converge.sh reads it)
 set -a
-# shellcheck disable=SC1091
-. "$WORK_DIR/tune/chosen.env"
+# shellcheck disable=SC1090
+. "$CHOSEN"
 set +a
 if [ -z "${MAX_UPDATE:-}" ]; then
   bash "$RECIPE_DIR/converge.sh"
@@ -71,5 +80,5 @@ if [ -z "${MAX_UPDATE:-}" ]; then
   . "$WORK_DIR/tune/budget.env"
 fi
 export MAX_UPDATE
-log "tuned settings: $(grep -o '^[A-Z_a-z]*=[^ ]*' "$WORK_DIR/tune/chosen.env" | tr '\n' ' '); budget $MAX_UPDATE updates"
+log "tuned settings: $(grep -o '^[A-Z_a-z]*=[^ ]*' "$CHOSEN" | tr '\n' ' '); budget $MAX_UPDATE updates"
 bash "$RECIPE_DIR/sample_figures.sh"

@@ -4,8 +4,9 @@
 # loss of each point at that budget read from its log (fairseq-rope-tune grid). Nothing here looks at
 # the test set. Writes
 #   $OUT_DIR/${NAME}_tuning.md   every point's valid loss, the chosen point per system marked
-#   $WORK_DIR/tune/chosen.env    LR_<system>=.. and WARMUP_UPDATES_<system>=.. for run.sh (read by
-#                                the comparison)
+#   $OUT_DIR/${NAME}_tuning.env  LR_<system>=.. and WARMUP_UPDATES_<system>=.. for run.sh: the
+#                                settings chosen, which the comparison reads from
+#   $WORK_DIR/tune/chosen.env    (a copy), or from a published one given as CHOSEN (tuning skipped)
 # Knobs:
 #   WORK_DIR      work/debian; DATA_BIN $WORK_DIR/data-bin (prepare.sh; run it first, or the
 #                 comparison script, which prepares the data)
@@ -86,5 +87,7 @@ for point in "${points[@]}"; do
 done
 mkdir -p "$OUT_DIR"
 fairseq-rope-tune grid "${runs[@]}" --updates "$TUNE_UPDATES" \
-  --out-md "$OUT_DIR/${NAME}_tuning.md" --out-env "$WORK_DIR/tune/chosen.env"
-log "tuning table: $OUT_DIR/${NAME}_tuning.md; chosen settings: $WORK_DIR/tune/chosen.env"
+  --out-md "$OUT_DIR/${NAME}_tuning.md" --out-env "$OUT_DIR/${NAME}_tuning.env"
+[ "$OUT_DIR/${NAME}_tuning.env" -ef "$WORK_DIR/tune/chosen.env" ] \
+  || { cp "$OUT_DIR/${NAME}_tuning.env" "$WORK_DIR/tune/chosen.env.tmp" && mv -f "$WORK_DIR/tune/chosen.env.tmp" "$WORK_DIR/tune/chosen.env"; }
+log "tuning table: $OUT_DIR/${NAME}_tuning.md; chosen settings: $OUT_DIR/${NAME}_tuning.env (and $WORK_DIR/tune/chosen.env)"
