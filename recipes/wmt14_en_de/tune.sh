@@ -88,6 +88,5 @@ done
 mkdir -p "$OUT_DIR"
 fairseq-rope-tune grid "${runs[@]}" --updates "$TUNE_UPDATES" \
   --out-md "$OUT_DIR/${NAME}_tuning.md" --out-env "$OUT_DIR/${NAME}_tuning.env"
-[ "$OUT_DIR/${NAME}_tuning.env" -ef "$WORK_DIR/tune/chosen.env" ] \
-  || { cp "$OUT_DIR/${NAME}_tuning.env" "$WORK_DIR/tune/chosen.env.tmp" && mv -f "$WORK_DIR/tune/chosen.env.tmp" "$WORK_DIR/tune/chosen.env"; }
+cp "$OUT_DIR/${NAME}_tuning.env" "$WORK_DIR/tune/chosen.env.tmp" && mv -f "$WORK_DIR/tune/chosen.env.tmp" "$WORK_DIR/tune/chosen.env"
 log "tuning table: $OUT_DIR/${NAME}_tuning.md; chosen settings: $OUT_DIR/${NAME}_tuning.env (and $WORK_DIR/tune/chosen.env)"
