@@ -48,6 +48,7 @@ setup(
             "fairseq-rope-serve = fairseq_rope_cli.serve:main",
             "fairseq-rope-corpus = fairseq_rope_cli.corpus:main",
             "fairseq-rope-tune = fairseq_rope_cli.tune:main",
+            "fairseq-rope-record = fairseq_rope_cli.record:main",
         ],
     },
     extras_require={

@@ -931,3 +931,60 @@ def test_rope_auto_translates_every_rope_run_again_with_its_training_length_as_a
     assert not (work / "eval" / "plain_auto").exists()
     table = (tmp_path / "auto_by_length.md").read_text()
     assert re.search(r"^\| rope_transformer_auto \|", table, re.M) and "Longest training source: 8 words" in table
+
+
+def test_a_finished_run_is_kept_as_a_record_and_restored_elsewhere_without_training(recipe, tmp_path):
+    """run.sh with RECORDS: every finished run is saved as a record (no checkpoints; the result's paths
+    relative to it; the reference scores' P- lines); a fresh work folder (another machine: its own
+    prepare.sh) restores each run from its record instead of training it, and gives the same table and test
+    NLL; a changed setting trains the run again; a record whose files changed is refused, naming the file."""
+    records = tmp_path / "records"
+    env = dict(recipe["env"], ARCHS="rec=transformer", SEEDS="1 2", LENPENS="0.6 1.0", PARALLEL_RUNS="1",
+               RECORDS=str(records))
+    step("run.sh", env)
+    work = recipe["work"]
+    for run in ("rec_seed1", "rec_seed2"):
+        record = json.loads((records / run / "record.json").read_text())
+        assert "DATA_BIN=" not in "\n".join(record["settings"]) and "MAX_UPDATE=4" in record["settings"]
+        assert f"SEED={run[-1]}" in record["settings"] and "LENPENS=0.6 1.0" in record["settings"]
+        assert record["machine"]["cpu"] and record["machine"]["torch"] == __import__("torch").__version__
+        assert not list((records / run).glob("*.pt"))
+        result = json.loads((records / run / "result.json").read_text())
+        assert (result["hyps_detok"], result["reference_scores"]) == ("hyps.detok.de", "score_reference.out")
+        assert lines(records / run / "hyps.detok.de") == lines(work / "eval" / run / "hyps.detok.de")
+        scores = lines(records / run / "score_reference.out")
+        assert len(scores) == len(lines(recipe["raw"] / "test.de")) and all(s.startswith("P-") for s in scores)
+    first = (work / "results.md").read_text()
+
+    elsewhere = tmp_path / "elsewhere"
+    proc = step("run.sh", dict(env, WORK_DIR=str(elsewhere)))
+    assert proc.stderr.count("restored from its record") == 2, proc.stderr[-3000:]
+    assert not list((elsewhere / "checkpoints").rglob("*.pt")) and "fairseq-train" not in proc.stderr
+    assert (elsewhere / "results.md").read_text() == first
+    for run in ("rec_seed1", "rec_seed2"):
+        restored = json.loads((elsewhere / "eval" / run / "result.json").read_text())
+        original = json.loads((work / "eval" / run / "result.json").read_text())
+        assert restored["reference"] == original["reference"]
+        assert {k: v for k, v in restored.items() if k not in ("hyps_detok", "reference_scores", "record",
+                                                               "hyps_tok", "generate_output")} \
+            == {k: v for k, v in original.items() if k not in ("hyps_detok", "reference_scores", "hyps_tok",
+                                                              "generate_output")}
+    compared = []
+    for folder in (work, elsewhere):
+        out = tmp_path / f"{folder.name}.json"
+        run_tool("fairseq-rope-compare", "--src", str(recipe["raw"] / "test.en"),
+                 *(a for s in (1, 2) for a in ("--result", f"rec={folder}/eval/rec_seed{s}/result.json")),
+                 "--out-json", str(out))
+        compared.append(json.loads(out.read_text()))
+    assert "nll_seeds" in json.dumps(compared[0])  # (the test NLL of each seed, from the reference scores)
+    assert {k: v for k, v in compared[0].items() if k != "files"} == {k: v for k, v in compared[1].items() if k != "files"}
+
+    changed = step("run.sh", dict(env, WORK_DIR=str(elsewhere), SEEDS="1", MAX_UPDATE="5"))
+    assert "recorded with other settings (record MAX_UPDATE=4; now MAX_UPDATE=5)" in changed.stderr
+    assert (elsewhere / "checkpoints" / "rec_seed1" / "checkpoint_last.pt").exists()
+    assert "MAX_UPDATE=5" in json.loads((records / "rec_seed1" / "record.json").read_text())["settings"]
+
+    hyps = records / "rec_seed2" / "hyps.detok.de"
+    hyps.write_text(hyps.read_text().replace("\n", " x\n", 1))
+    bad = step("run.sh", dict(env, WORK_DIR=str(tmp_path / "third")), ok=False)
+    assert f"{hyps}: missing or changed since the record was saved" in bad.stderr

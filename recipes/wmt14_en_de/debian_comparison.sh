@@ -19,9 +19,12 @@
 #   LENPENS    "0.2 0.6 1.0 1.4"
 #   BPE_MERGES 4000; TOKENS_PER_UPDATE 2000; SAVE_INTERVAL_UPDATES 200 (5 averaged: the last 1000 updates)
 #   OUT_DIR    $WORK_DIR; OUT_DIR=docs regenerates the committed tables and figures
+#   RECORDS    $OUT_DIR/records/$NAME: every finished run kept as a record there (run.sh's RECORDS: no
+#              checkpoints), and restored from it, not trained again, where its settings are equal
 # and the knobs of tune.sh (TUNE_*), converge.sh (CONVERGE_*, FLAT_*), sample_figures.sh, sample.sh and
 # debian_corpus.sh. MAX_UPDATE given: that budget, and converge.sh is not run. A study can so go on on
-# another machine from its published steps: CHOSEN=docs/debian_tuning.env MAX_UPDATE=<debian_convergence.md's>.
+# another machine from its published steps: CHOSEN=docs/debian_tuning.env MAX_UPDATE=<debian_convergence.md's>
+# OUT_DIR=docs trains only the runs that docs/records/debian does not hold.
 set -euo pipefail
 HEADS=${HEADS:-2}
 [[ "$HEADS" =~ ^[1-9][0-9]*$ ]] && [ $((128 % HEADS)) -eq 0 ] || { echo "HEADS must divide 128, got '$HEADS'" >&2; exit 1; }
@@ -45,6 +48,7 @@ export SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-200} KEEP_INTERVAL_UPDATES
 export LOG_INTERVAL=${LOG_INTERVAL:-100}
 export MODEL_ARGS=${MODEL_ARGS:-$(small_model $HEADS)}
 export NAME=${NAME:-debian$([ "$HEADS" -eq 2 ] || echo "_heads$HEADS")}
+export RECORDS=${RECORDS-${OUT_DIR:-$WORK_DIR}/records/$NAME}
 export TITLE=${TITLE:-Debian manuals (real text), $HEADS heads of $((128 / HEADS)) channels}
 export TEST_SET=${TEST_SET:-"Debian documentation test pages (${RAW_DIR#"$REPO_ROOT"/}/test.{en,de}, $(line_count "$RAW_DIR/test.$SRC") sentences)"}
 need_file "$RAW_DIR/report.json" "the corpus report (debian_corpus.sh writes it)"

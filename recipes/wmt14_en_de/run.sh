@@ -23,6 +23,11 @@
 #                  up to N architectures at once, each with THREADS_PER_RUN CPU threads
 #                  (default 1; for CPU runs such as the sample, where one process per core is
 #                  faster than two processes fighting over the same cores)
+#   RECORDS        unset; DIR: every finished run is kept as a record DIR/<run> (fairseq-rope-record: its
+#                  train.log, test result, hypotheses and reference scores, no checkpoints), and a run whose
+#                  record has its settings (train.sh's, the data and the reference by content, the
+#                  evaluation's) is restored from it, not trained again: a study goes on after its work
+#                  folder is lost, or on another machine (ROPE_AUTO and the like need the checkpoints)
 # All knobs of prepare.sh, train.sh, average.sh and evaluate.sh apply, identically to every
 # architecture. Outputs: $WORK_DIR/{raw,prep,data-bin,checkpoints/<arch>,eval/<arch>} and the
 # table $WORK_DIR/results.md. Re-running skips finished stages and resumes unfinished ones.
@@ -56,7 +61,7 @@ seeds_of() {  # seeds_of NAME: the seeds of system NAME (SEEDS_<name>, else SEED
 # the runs: names (outputs checkpoints/<name>, eval/<name>), their architectures, own flags and seeds;
 # with SEEDS, run NAME_seedS is seed S of the system NAME
 systems=() runs=()
-declare -A arch_of=() system_of=() seed_of=()
+declare -A arch_of=() system_of=() seed_of=() rank_of=()
 for entry in $ARCHS; do
   name=${entry%%=*} arch=${entry#*=}
   [[ "$name" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "ARCHS: run name '$name' (in '$entry') must be letters, digits and _"
@@ -66,14 +71,21 @@ for entry in $ARCHS; do
   # shellcheck disable=SC2207
   own_seeds=($(seeds_of "$name"))
   if [ ${#own_seeds[@]} -eq 0 ]; then
-    runs+=("$name"); arch_of[$name]=$arch system_of[$name]=$name seed_of[$name]=${SEED:-1}
+    runs+=("$name"); arch_of[$name]=$arch system_of[$name]=$name seed_of[$name]=${SEED:-1} rank_of[$name]=0
   else
-    for seed in "${own_seeds[@]}"; do
-      run=${name}_seed$seed
-      runs+=("$run"); arch_of[$run]=$arch system_of[$run]=$name seed_of[$run]=$seed
+    for rank in "${!own_seeds[@]}"; do
+      run=${name}_seed${own_seeds[$rank]}
+      runs+=("$run"); arch_of[$run]=$arch system_of[$run]=$name seed_of[$run]=${own_seeds[$rank]} rank_of[$run]=$rank
     done
   fi
 done
+# the runs seed by seed: every system's first seed, then every system's second, ... (a study cut short has
+# as many seeds of every system as it could train)
+ordered=()
+for ((rank = 0; ${#ordered[@]} < ${#runs[@]}; rank++)); do
+  for run in "${runs[@]}"; do [ "${rank_of[$run]}" -ne "$rank" ] || ordered+=("$run"); done
+done
+runs=("${ordered[@]}")
 for prefix in ARGS SEEDS LR WARMUP_UPDATES; do  # a system's own setting for a run that does not exist: a typo
   for var in $(compgen -v "${prefix}_" || true); do
     [[ " ${systems[*]} " == *" ${var#"${prefix}_"} "* ]] \
@@ -96,6 +108,8 @@ run_args() {
   echo "${EXTRA_TRAIN_ARGS:-}${!own:+${EXTRA_TRAIN_ARGS:+ }${!own}}"
 }
 need_int PARALLEL_RUNS "$PARALLEL_RUNS" 1
+RECORDS=${RECORDS:-}
+[ -z "$RECORDS" ] || need_cmd fairseq-rope-record "$ROPE_HINT"
 need_cmd fairseq-rope-results "$ROPE_HINT"
 need_int THREADS_PER_RUN "$THREADS_PER_RUN" 1
 unset RUN_NAME SAVE_DIR EVAL_DIR CHECKPOINT AVG_CHECKPOINT  # set per architecture below
@@ -112,6 +126,18 @@ model() {  # model NAME [VAR=VALUE...]: train, average, evaluate one run
              EXTRA_TRAIN_ARGS="$(run_args "$system")") own_lr="LR_$system" own_warmup="WARMUP_UPDATES_$system"
   [ -z "${!own_lr:-}" ] || run+=(LR="${!own_lr}")
   [ -z "${!own_warmup:-}" ] || run+=(WARMUP_UPDATES="${!own_warmup}")
+  if [ -n "$RECORDS" ]; then
+    local record=("$RECORDS/$name" --checkpoints "$WORK_DIR/checkpoints/$name"
+      --eval "$WORK_DIR/eval/$name" --settings "$WORK_DIR/checkpoints/$name.settings" --data-bin "$data_bin"
+      --reference "$reference" --set "BEAM=${BEAM:-4}" --set "LENPENS=$LENPENS" --set "LENPEN=${LENPEN:-0.6}"
+      --set "AVERAGE_LAST=${AVERAGE_LAST:-5}" --set "REFERENCE_NLL=${REFERENCE_NLL:-1}" --set "TEST_SET=${TEST_SET:-}")
+    mkdir -p "$WORK_DIR/checkpoints"
+    env "${run[@]}" "$@" PRINT_SETTINGS=1 bash "$RECIPE_DIR/train.sh" > "$WORK_DIR/checkpoints/$name.settings"
+    local status=0
+    fairseq-rope-record restore "${record[@]}" || status=$?
+    [ "$status" -eq 0 ] && { log "=== $name: restored from its record $RECORDS/$name, not trained again ==="; return 0; }
+    [ "$status" -eq 3 ] || die "fairseq-rope-record restore $RECORDS/$name failed (exit status $status)"
+  fi
   stage "train $name" train.sh "${run[@]}" "$@"
   stage "average $name" average.sh "${run[@]}" "$@"
   local lenpen=() results=() penalty
@@ -125,9 +151,13 @@ model() {  # model NAME [VAR=VALUE...]: train, average, evaluate one run
     lenpen=(LENPEN="$(chosen_lenpen "$name")")
   fi
   stage "evaluate $name" evaluate.sh "${run[@]}" "${lenpen[@]}" "$@"
+  [ -z "$RECORDS" ] || fairseq-rope-record save "${record[@]}"
 }
 
 stage "prepare data" prepare.sh
+# (a record's settings name the data and the test set's reference by their contents)
+data_bin=${DATA_BIN:-$WORK_DIR/data-bin}
+reference=${REF:-$(sed -n 's/^RAW_DIR=//p' "$data_bin/recipe.env")/test.$TGT}
 results=()
 for name in "${runs[@]}"; do results+=("$WORK_DIR/eval/$name/result.json"); done
 if [ "$PARALLEL_RUNS" -le 1 ]; then

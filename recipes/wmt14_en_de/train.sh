@@ -32,6 +32,7 @@
 #                         (or LAUNCHER=torchrun) fairseq-train runs under torchrun on every node
 #   EXTRA_TRAIN_ARGS      more fairseq-train arguments, e.g. "--encoder-layers 2"
 #   DRY_RUN=1             print the plan and the command, run nothing
+#   PRINT_SETTINGS=1      print the run's settings (NAME=value lines, as .settings holds them), run nothing
 # Re-running continues from $SAVE_DIR/checkpoint_last.pt (fairseq's default --restore-file)
 # and does nothing once $SAVE_DIR/.done records these settings. A run records the settings it was
 # started with ($SAVE_DIR/.settings); a re-run with other ones stops and names each, unless
@@ -125,6 +126,7 @@ CLIP_NORM=$CLIP_NORM
 SEED=$SEED
 TOKENS_PER_UPDATE=$((WORLD * UPDATE_FREQ * MAX_TOKENS)) (MAX_TOKENS x UPDATE_FREQ x workers)
 EXTRA_TRAIN_ARGS=$EXTRA_TRAIN_ARGS"
+if [ "${PRINT_SETTINGS:-0}" = 1 ]; then printf '%s\n' "$SETTINGS"; exit 0; fi
 if [ "${DRY_RUN:-0}" != 1 ] && [ -f "$SAVE_DIR/.done" ] && [ "$(cat "$SAVE_DIR/.done")" = "$SETTINGS" ]; then
   log "$RUN_NAME already trained ($SAVE_DIR/.done); nothing to do"
   exit 0
