@@ -9,7 +9,9 @@ folder is lost or on another machine, without training the run again.
 A record holds what the tables and figures read, not the checkpoints: the run's train.log and train.sh's
 .done (the settings it finished with), the test result.json with its paths made relative to the record,
 the detokenized hypotheses, the reference scores (the P- lines of fairseq-generate --score-reference, for
-the test NLL), the length penalty chosen on valid (lenpen.env) and the valid result.json of each penalty;
+the test NLL), the length penalty chosen on valid (lenpen.env) and the valid result.json of each penalty,
+and the result, hypotheses and reference scores of each --also-eval folder (another evaluation of the
+run's model, under also/<its name>);
 and record.json: the settings, the machine, the library versions, the commit and each file's sha256.
 
 The settings of a run are train.sh's (--settings: NAME=value lines, as PRINT_SETTINGS=1 train.sh prints
@@ -132,12 +134,50 @@ def reference_scores_lines(path):
         return [line for line in f if line.startswith("P-")]
 
 
+def save_result(eval_dir, out):
+    """An evaluation folder's result.json into the folder out, with the files it names that a record keeps
+    (their paths then relative to out)."""
+    result_path = os.path.join(eval_dir, "result.json")
+    if not os.path.isfile(result_path):
+        raise InputError(PROG, f"{result_path} not found (a record is saved from a finished run)")
+    os.makedirs(out, exist_ok=True)
+    result = load_json(result_path)
+    for key in KEPT:
+        if result.get(key):
+            name = os.path.basename(result[key])
+            if key == "reference_scores":
+                with open(os.path.join(out, name), "w", encoding="utf-8") as f:
+                    f.writelines(reference_scores_lines(result[key]))
+            else:
+                shutil.copyfile(result[key], os.path.join(out, name))
+            result[key] = name
+    for key in DROPPED:
+        result.pop(key, None)
+    result["reference"] = os.path.basename(result["reference"])
+    write_json(os.path.join(out, "result.json"), result)
+
+
+def restore_result(folder, eval_dir, reference, record):
+    """save_result's folder back into eval_dir, the paths of its result.json absolute again."""
+    os.makedirs(eval_dir, exist_ok=True)
+    result = load_json(os.path.join(folder, "result.json"))
+    for key in KEPT:
+        if result.get(key):
+            shutil.copyfile(os.path.join(folder, result[key]), os.path.join(eval_dir, result[key]))
+            result[key] = os.path.abspath(os.path.join(eval_dir, result[key]))
+    result["reference"] = os.path.abspath(reference)
+    result["record"] = os.path.abspath(record)
+    write_json(os.path.join(eval_dir, "result.json"), result)
+
+
+def also_name(eval_dir):
+    return os.path.join("also", os.path.basename(os.path.normpath(eval_dir)))
+
+
 def save(args, settings):
-    result_path = os.path.join(args.eval, "result.json")
-    for label, path in (("--checkpoints", os.path.join(args.checkpoints, ".done")),
-                        ("--checkpoints", os.path.join(args.checkpoints, "train.log")), ("--eval", result_path)):
+    for path in (os.path.join(args.checkpoints, ".done"), os.path.join(args.checkpoints, "train.log")):
         if not os.path.isfile(path):
-            raise InputError(PROG, f"{label}: {path} not found (a record is saved from a finished run)")
+            raise InputError(PROG, f"--checkpoints: {path} not found (a record is saved from a finished run)")
     with open(os.path.join(args.checkpoints, ".done"), encoding="utf-8") as f:
         done = f.read()
     with open(args.settings, encoding="utf-8") as f:
@@ -150,20 +190,9 @@ def save(args, settings):
     shutil.copyfile(os.path.join(args.checkpoints, "train.log"), os.path.join(tmp, "train.log"))
     with open(os.path.join(tmp, "done"), "w", encoding="utf-8") as f:
         f.write(done)
-    result = load_json(result_path)
-    for key in KEPT:
-        if result.get(key):
-            name = os.path.basename(result[key])
-            if key == "reference_scores":
-                with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
-                    f.writelines(reference_scores_lines(result[key]))
-            else:
-                shutil.copyfile(result[key], os.path.join(tmp, name))
-            result[key] = name
-    for key in DROPPED:
-        result.pop(key, None)
-    result["reference"] = os.path.basename(result["reference"])
-    write_json(os.path.join(tmp, "result.json"), result)
+    save_result(args.eval, tmp)
+    for eval_dir in args.also_eval:
+        save_result(eval_dir, os.path.join(tmp, also_name(eval_dir)))
     lenpen_env = os.path.join(args.eval, "lenpen.env")
     if os.path.isfile(lenpen_env):
         shutil.copyfile(lenpen_env, os.path.join(tmp, "lenpen.env"))
@@ -173,7 +202,9 @@ def save(args, settings):
             valid.pop(key, None)
         valid["reference"] = os.path.basename(valid.get("reference", ""))
         write_json(os.path.join(tmp, os.path.basename(os.path.dirname(valid_json)) + ".json"), valid)
-    files = {name: sha256(os.path.join(tmp, name)) for name in sorted(os.listdir(tmp))}
+    files = {os.path.relpath(os.path.join(folder, name), tmp): None
+             for folder, _, names in os.walk(tmp) for name in names}
+    files = {name: sha256(os.path.join(tmp, name)) for name in sorted(files)}
     write_json(os.path.join(tmp, "record.json"), {
         "run": os.path.basename(os.path.normpath(args.record)), "settings": settings, "machine": machine(),
         "commit": commit(), "saved": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "files": files})
@@ -199,32 +230,29 @@ def restore(args, settings):
         path = os.path.join(args.record, name)
         if not os.path.isfile(path) or sha256(path) != digest:
             raise InputError(PROG, f"{path}: missing or changed since the record was saved (sha256 in {record_json})")
+    for eval_dir in args.also_eval:
+        if not os.path.isfile(os.path.join(args.record, also_name(eval_dir), "result.json")):
+            raise InputError(PROG, f"--also-eval {eval_dir}: {args.record} holds no {also_name(eval_dir)}")
     os.makedirs(args.checkpoints, exist_ok=True)
-    os.makedirs(args.eval, exist_ok=True)
     shutil.copyfile(os.path.join(args.record, "train.log"), os.path.join(args.checkpoints, "train.log"))
     with open(args.settings, encoding="utf-8") as f:
         current = f.read()
     for name in (".settings", ".done"):  # the settings as train.sh computes them here (its data-bin's path)
         with open(os.path.join(args.checkpoints, name), "w", encoding="utf-8") as f:
             f.write(current)
-    result = load_json(os.path.join(args.record, "result.json"))
-    for key in KEPT:
-        if result.get(key):
-            name = result[key]
-            shutil.copyfile(os.path.join(args.record, name), os.path.join(args.eval, name))
-            result[key] = os.path.abspath(os.path.join(args.eval, name))
-    result["reference"] = os.path.abspath(args.reference)
-    result["record"] = os.path.abspath(args.record)
+    restore_result(args.record, args.eval, args.reference, args.record)
+    for eval_dir in args.also_eval:
+        restore_result(os.path.join(args.record, also_name(eval_dir)), eval_dir, args.reference, args.record)
     if os.path.isfile(os.path.join(args.record, "lenpen.env")):
         shutil.copyfile(os.path.join(args.record, "lenpen.env"), os.path.join(args.eval, "lenpen.env"))
     for valid_json in sorted(glob.glob(os.path.join(args.record, "valid_lenpen*.json"))):
         folder = os.path.join(args.eval, os.path.basename(valid_json)[:-len(".json")])
         os.makedirs(folder, exist_ok=True)
         shutil.copyfile(valid_json, os.path.join(folder, "result.json"))
-    write_json(os.path.join(args.eval, "result.json"), result)
+    gpus = record["machine"].get("gpus")
     print(f"[{PROG}] {args.record}: restored into {args.checkpoints} and {args.eval} "
-          f"(trained on {record['machine'].get('cpu')}{', ' + record['machine']['gpus'] if record['machine'].get('gpus') else ''}"
-          f" at {record.get('commit')})", file=sys.stderr)
+          f"(trained on {record['machine'].get('cpu')}{', ' + gpus if gpus else ''} at {record.get('commit')})",
+          file=sys.stderr)
     return 0
 
 
@@ -234,6 +262,9 @@ def main(argv=None):
     ap.add_argument("record", help="the record's folder (e.g. docs/records/debian/rope_seed1)")
     ap.add_argument("--checkpoints", required=True, help="the run's folder of train.sh (train.log, .done)")
     ap.add_argument("--eval", required=True, help="the run's folder of evaluate.sh (result.json, ...)")
+    ap.add_argument("--also-eval", action="append", default=[], metavar="DIR",
+                    help="another evaluation of the run's model kept with it (repeatable; e.g. run.sh's ROPE_AUTO "
+                         "translation), under also/<its name> in the record")
     ap.add_argument("--settings", required=True, help="train.sh's settings of the run (PRINT_SETTINGS=1 train.sh)")
     ap.add_argument("--data-bin", required=True, help="the binarized data (its contents are part of the settings)")
     ap.add_argument("--reference", required=True, help="the test set's reference (its text is part of the settings)")

@@ -937,13 +937,17 @@ def test_a_finished_run_is_kept_as_a_record_and_restored_elsewhere_without_train
     """run.sh with RECORDS: every finished run is saved as a record (no checkpoints; the result's paths
     relative to it; the reference scores' P- lines); a fresh work folder (another machine: its own
     prepare.sh) restores each run from its record instead of training it, and gives the same table and test
-    NLL; a changed setting trains the run again; a record whose files changed is refused, naming the file."""
+    NLL (with ROPE_AUTO, the RoPE run's second translation too); a changed setting trains the run again; a
+    record whose files changed is refused, naming the file."""
     records = tmp_path / "records"
-    env = dict(recipe["env"], ARCHS="rec=transformer", SEEDS="1 2", LENPENS="0.6 1.0", PARALLEL_RUNS="1",
-               RECORDS=str(records))
+    env = dict(recipe["env"], ARCHS="rec=transformer rrope=rope_transformer", SEEDS="1 2", SEEDS_rrope="1",
+               LENPENS="0.6 1.0", PARALLEL_RUNS="1", ROPE_AUTO="1", RECORDS=str(records))
     step("run.sh", env)
     work = recipe["work"]
-    for run in ("rec_seed1", "rec_seed2"):
+    auto = json.loads((records / "rrope_seed1" / "also" / "rrope_auto_seed1" / "result.json").read_text())
+    assert auto["model_overrides"] == "{'rope_scaling': 'auto'}" and auto["system"] == "rrope_auto"
+    assert "ROPE_AUTO=1" in json.loads((records / "rrope_seed1" / "record.json").read_text())["settings"]
+    for run in ("rec_seed1", "rec_seed2", "rrope_seed1"):
         record = json.loads((records / run / "record.json").read_text())
         assert "DATA_BIN=" not in "\n".join(record["settings"]) and "MAX_UPDATE=4" in record["settings"]
         assert f"SEED={run[-1]}" in record["settings"] and "LENPENS=0.6 1.0" in record["settings"]
@@ -958,10 +962,10 @@ def test_a_finished_run_is_kept_as_a_record_and_restored_elsewhere_without_train
 
     elsewhere = tmp_path / "elsewhere"
     proc = step("run.sh", dict(env, WORK_DIR=str(elsewhere)))
-    assert proc.stderr.count("restored from its record") == 2, proc.stderr[-3000:]
+    assert proc.stderr.count("restored from its record") == 3, proc.stderr[-3000:]
     assert not list((elsewhere / "checkpoints").rglob("*.pt")) and "fairseq-train" not in proc.stderr
-    assert (elsewhere / "results.md").read_text() == first
-    for run in ("rec_seed1", "rec_seed2"):
+    assert (elsewhere / "results.md").read_text() == first and "rrope_auto" in first
+    for run in ("rec_seed1", "rec_seed2", "rrope_seed1", "rrope_auto_seed1"):
         restored = json.loads((elsewhere / "eval" / run / "result.json").read_text())
         original = json.loads((work / "eval" / run / "result.json").read_text())
         assert restored["reference"] == original["reference"]
@@ -979,12 +983,14 @@ def test_a_finished_run_is_kept_as_a_record_and_restored_elsewhere_without_train
     assert "nll_seeds" in json.dumps(compared[0])  # (the test NLL of each seed, from the reference scores)
     assert {k: v for k, v in compared[0].items() if k != "files"} == {k: v for k, v in compared[1].items() if k != "files"}
 
-    changed = step("run.sh", dict(env, WORK_DIR=str(elsewhere), SEEDS="1", MAX_UPDATE="5"))
+    one = {k: v for k, v in env.items() if k != "SEEDS_rrope"}
+    changed = step("run.sh", dict(one, WORK_DIR=str(elsewhere), ARCHS="rec=transformer", SEEDS="1", MAX_UPDATE="5"))
     assert "recorded with other settings (record MAX_UPDATE=4; now MAX_UPDATE=5)" in changed.stderr
     assert (elsewhere / "checkpoints" / "rec_seed1" / "checkpoint_last.pt").exists()
     assert "MAX_UPDATE=5" in json.loads((records / "rec_seed1" / "record.json").read_text())["settings"]
 
-    hyps = records / "rec_seed2" / "hyps.detok.de"
+    hyps = records / "rrope_seed1" / "also" / "rrope_auto_seed1" / "hyps.detok.de"
     hyps.write_text(hyps.read_text().replace("\n", " x\n", 1))
-    bad = step("run.sh", dict(env, WORK_DIR=str(tmp_path / "third")), ok=False)
+    bad = step("run.sh", dict(one, WORK_DIR=str(tmp_path / "third"), ARCHS="rrope=rope_transformer", SEEDS="1"),
+               ok=False)
     assert f"{hyps}: missing or changed since the record was saved" in bad.stderr

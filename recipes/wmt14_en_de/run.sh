@@ -23,11 +23,13 @@
 #                  up to N architectures at once, each with THREADS_PER_RUN CPU threads
 #                  (default 1; for CPU runs such as the sample, where one process per core is
 #                  faster than two processes fighting over the same cores)
+#   ROPE_AUTO      0; 1: every RoPE run's model also translates the test set with --rope-scaling auto (its own
+#                  training length), as the system <name>_auto (eval/<name>_auto_seedS), with the run's length penalty
 #   RECORDS        unset; DIR: every finished run is kept as a record DIR/<run> (fairseq-rope-record: its
 #                  train.log, test result, hypotheses and reference scores, no checkpoints), and a run whose
 #                  record has its settings (train.sh's, the data and the reference by content, the
 #                  evaluation's) is restored from it, not trained again: a study goes on after its work
-#                  folder is lost, or on another machine (ROPE_AUTO and the like need the checkpoints)
+#                  folder is lost, or on another machine
 # All knobs of prepare.sh, train.sh, average.sh and evaluate.sh apply, identically to every
 # architecture. Outputs: $WORK_DIR/{raw,prep,data-bin,checkpoints/<arch>,eval/<arch>} and the
 # table $WORK_DIR/results.md. Re-running skips finished stages and resumes unfinished ones.
@@ -109,6 +111,8 @@ run_args() {
 }
 need_int PARALLEL_RUNS "$PARALLEL_RUNS" 1
 RECORDS=${RECORDS:-}
+ROPE_AUTO=${ROPE_AUTO:-0}
+one_of ROPE_AUTO "$ROPE_AUTO" 0 1
 [ -z "$RECORDS" ] || need_cmd fairseq-rope-record "$ROPE_HINT"
 need_cmd fairseq-rope-results "$ROPE_HINT"
 need_int THREADS_PER_RUN "$THREADS_PER_RUN" 1
@@ -126,11 +130,14 @@ model() {  # model NAME [VAR=VALUE...]: train, average, evaluate one run
              EXTRA_TRAIN_ARGS="$(run_args "$system")") own_lr="LR_$system" own_warmup="WARMUP_UPDATES_$system"
   [ -z "${!own_lr:-}" ] || run+=(LR="${!own_lr}")
   [ -z "${!own_warmup:-}" ] || run+=(WARMUP_UPDATES="${!own_warmup}")
+  local auto=""  # (ROPE_AUTO: the run's second translation, with --rope-scaling auto)
+  [ "$ROPE_AUTO" = 0 ] || [[ "$arch" != rope_transformer* ]] || auto=${system}_auto${name#"$system"}
   if [ -n "$RECORDS" ]; then
     local record=("$RECORDS/$name" --checkpoints "$WORK_DIR/checkpoints/$name"
       --eval "$WORK_DIR/eval/$name" --settings "$WORK_DIR/checkpoints/$name.settings" --data-bin "$data_bin"
       --reference "$reference" --set "BEAM=${BEAM:-4}" --set "LENPENS=$LENPENS" --set "LENPEN=${LENPEN:-0.6}"
       --set "AVERAGE_LAST=${AVERAGE_LAST:-5}" --set "REFERENCE_NLL=${REFERENCE_NLL:-1}" --set "TEST_SET=${TEST_SET:-}")
+    [ -z "$auto" ] || record+=(--also-eval "$WORK_DIR/eval/$auto" --set "ROPE_AUTO=1")
     mkdir -p "$WORK_DIR/checkpoints"
     env "${run[@]}" "$@" PRINT_SETTINGS=1 bash "$RECIPE_DIR/train.sh" > "$WORK_DIR/checkpoints/$name.settings"
     local status=0
@@ -151,6 +158,9 @@ model() {  # model NAME [VAR=VALUE...]: train, average, evaluate one run
     lenpen=(LENPEN="$(chosen_lenpen "$name")")
   fi
   stage "evaluate $name" evaluate.sh "${run[@]}" "${lenpen[@]}" "$@"
+  [ -z "$auto" ] || stage "evaluate $auto" evaluate.sh "${run[@]}" "${lenpen[@]}" RUN_NAME="$auto" SYSTEM="${system}_auto" \
+    EVAL_DIR="$WORK_DIR/eval/$auto" CHECKPOINT="$WORK_DIR/checkpoints/$name/checkpoint_avg_last${AVERAGE_LAST:-5}.pt" \
+    MODEL_OVERRIDES="{'rope_scaling': 'auto'}" "$@"
   [ -z "$RECORDS" ] || fairseq-rope-record save "${record[@]}"
 }
 
@@ -160,6 +170,11 @@ data_bin=${DATA_BIN:-$WORK_DIR/data-bin}
 reference=${REF:-$(sed -n 's/^RAW_DIR=//p' "$data_bin/recipe.env")/test.$TGT}
 results=()
 for name in "${runs[@]}"; do results+=("$WORK_DIR/eval/$name/result.json"); done
+if [ "$ROPE_AUTO" = 1 ]; then
+  for name in "${runs[@]}"; do
+    [[ "${arch_of[$name]}" != rope_transformer* ]] || results+=("$WORK_DIR/eval/${system_of[$name]}_auto${name#"${system_of[$name]}"}/result.json")
+  done
+fi
 if [ "$PARALLEL_RUNS" -le 1 ]; then
   for name in "${runs[@]}"; do model "$name"; done
 else

@@ -19,7 +19,7 @@
 #   TEST_PARTS  unset; "PART=FIRST-LAST ...": the test set is several written one after the other, and
 #             each part also gets its own table and figure, $OUT_DIR/${NAME}_PART_by_length.{md,png}
 #             (fairseq-rope-compare --lines FIRST-LAST), e.g. "prose=1-1200 help=1201-2400"
-#   ROPE_AUTO 0; 1: every RoPE run also translated with --rope-scaling auto, as the system NAME_auto
+#   ROPE_AUTO 0; 1: every RoPE run also translated with --rope-scaling auto, as the system NAME_auto (run.sh)
 #   NAME      sample (the figures' file names and title)
 #   TITLE     "Offline sample"
 # and every knob of sample.sh.
@@ -56,20 +56,11 @@ for name in "${names[@]}"; do
     results+=(--result "$name=$WORK_DIR/eval/$run/result.json")
   done
 done
-# ROPE_AUTO=1: every RoPE run also translated with --rope-scaling auto (its own training length), as the
-# system <name>_auto, with the run's length penalty
+# ROPE_AUTO=1 (run.sh's): every RoPE run's second translation, with --rope-scaling auto, as the system <name>_auto
 if [ "${ROPE_AUTO:-0}" = 1 ]; then
   for name in "${names[@]}"; do
     [[ "${arch_of[$name]}" == rope_transformer* ]] || continue
-    for run in $(runs_of "$name"); do
-      seed=${run##*_seed}; [ "$run" != "$name" ] || seed=${SEED:-1}
-      lenpen=$(chosen_lenpen "$run")
-      auto=${name}_auto${run#"$name"}
-      env ARCH="${arch_of[$name]}" RUN_NAME="$auto" SYSTEM="${name}_auto" SEED="$seed" EVAL_DIR="$WORK_DIR/eval/$auto" \
-        CHECKPOINT="$WORK_DIR/checkpoints/$run/checkpoint_avg_last${AVERAGE_LAST:-5}.pt" ${lenpen:+LENPEN="$lenpen"} \
-        MODEL_OVERRIDES="{'rope_scaling': 'auto'}" bash "$RECIPE_DIR/evaluate.sh"
-      results+=(--result "${name}_auto=$WORK_DIR/eval/$auto/result.json")
-    done
+    for run in $(runs_of "$name"); do results+=(--result "${name}_auto=$WORK_DIR/eval/${name}_auto${run#"$name"}/result.json"); done
   done
 fi
 own_settings=$(compgen -v LR_ || true)$(compgen -v WARMUP_UPDATES_ || true)
