@@ -25,13 +25,13 @@ nothing and exits with status 3, so that the run is trained. save writes the rec
 import glob
 import hashlib
 import json
-from importlib.metadata import PackageNotFoundError, version
 import os
 import platform
 import shutil
 import subprocess
 import sys
 import time
+from importlib.metadata import PackageNotFoundError, version
 
 from .common import InputError, argument_parser, write_json
 

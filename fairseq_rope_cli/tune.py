@@ -157,7 +157,7 @@ def run_flat(args):
         raise InputError(PROG, f"--last {args.last}: expected a fraction of the updates between 0 and 1")
     if not args.drop > 0:
         raise InputError(PROG, f"--drop {args.drop}: expected a relative drop above 0, e.g. 0.01")
-    all_flat = True
+    all_flat, rows = True, []
     for spec in args.runs:
         name, folder = parse_named(spec, default_name=lambda p: os.path.basename(p.rstrip("/")))
         losses = valid_losses(folder, args.loss)
@@ -170,6 +170,15 @@ def run_flat(args):
         print(f"{name}: valid {args.loss} {before:.4f} at {start} -> {after:.4f} at {end}: "
               f"{100 * drop:+.2f}% lower, {'flat' if flat else 'still improving'} "
               f"(criterion: < {100 * args.drop:g}% over the last {100 * args.last:g}%)")
+        rows.append(f"| {name} | {os.path.basename(os.path.normpath(folder))} | {start} | {before:.4f} | {end} | "
+                    f"{after:.4f} | {100 * drop:+.2f}% | {'flat' if flat else 'still improving'} |\n")
+    if args.out_md:
+        with atomic_output(args.out_md) as f:
+            f.write(f"Flat: valid {args.loss} less than {100 * args.drop:g}% lower (relative) over the last "
+                    f"{100 * args.last:g}% of the updates (fairseq-rope-tune flat), each run at its last validation.\n\n"
+                    f"| system | run | from update | valid {args.loss} | to update | valid {args.loss} | lower by | |\n"
+                    "|---|---|---:|---:|---:|---:|---:|---|\n")
+            f.writelines(rows)
     return 0 if all_flat else 3
 
 
@@ -212,6 +221,7 @@ def main(argv=None):
     flat.add_argument("--last", type=float, default=0.2, help="the window, a fraction of the updates (default 0.2)")
     flat.add_argument("--drop", type=float, default=0.01, help="relative drop under which a run is flat (default 0.01)")
     flat.add_argument("--loss", default="nll_loss", choices=("loss", "nll_loss"))
+    flat.add_argument("--out-md", help="the same as a table (markdown)")
     lenpen = sub.add_parser("lenpen", help="the length penalty of highest valid BLEU per system")
     lenpen.add_argument("results", nargs="+", metavar="RESULT_JSON")
     lenpen.add_argument("--out-env", help="LENPEN_<system>= lines")

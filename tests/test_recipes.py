@@ -310,6 +310,19 @@ def test_seeds_train_a_run_per_seed_and_the_tables_give_their_mean(recipe, tmp_p
     assert results["rope_transformer", 1]["parameters"] == count
     assert re.search(rf"^\| rope_transformer \| 2 \| {count:,} \| ", cmp, re.M), cmp
     assert re.search(r"^\| rope_transformer \| [\d., ]+ \| [\d., ]+ \| [\d., ]+ \| 0\.6, 0\.6 \|$", cmp, re.M), cmp
+    # whether each run had stopped improving at its budget, from its own log: the last validation against the
+    # one nearest 80% of the way (fairseq-rope-tune flat's criterion, < 1% lower)
+    flat = (tmp_path / "seeds_flatness.md").read_text()
+    for name in ("transformer", "rope_transformer"):
+        for seed in (1, 2):
+            losses = valid_nll(work / "checkpoints" / f"{name}_seed{seed}" / "train.log")
+            end = max(losses)
+            start = min((u for u in losses if u != end), key=lambda u: (abs(u - 0.8 * end), u))
+            drop = (losses[start] - losses[end]) / losses[start]
+            row = re.search(rf"^\| {name} \| {name}_seed{seed} \| {start} \| {losses[start]:.4f} \| {end} \| "
+                            rf"{losses[end]:.4f} \| ([+-][\d.]+)% \| (flat|still improving) \|$", flat, re.M)
+            assert row, flat
+            assert float(row[1]) == pytest.approx(100 * drop, abs=0.005) and (row[2] == "flat") == (drop < 0.01)
 
 
 def torch_equal(a, b):
@@ -888,6 +901,18 @@ def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_pa
     assert {s for s, _, _ in checks} == set(logs)
     firsts = {s: min(b for t, b, verdict in checks if t == s and verdict) for s in logs if any(t == s and v for t, _, v in checks)}
     assert len(set(firsts.values())) > 1, f"the systems were flat at the same budget ({checks}): nothing to tell"
+    # the flatness table of the runs as they ended (sample_figures.sh's ${NAME}_flatness.md), checked on their logs
+    table = tmp_path / "flat.md"
+    run_tool("fairseq-rope-tune", "flat", *(f"{s}={work / 'checkpoints' / f'{s}_seed7'}" for s in logs), "--last", "0.25",
+             "--drop", "0.016", "--out-md", str(table), check=False)
+    for system, losses in logs.items():
+        end = max(losses)
+        start = min((u for u in losses if u != end), key=lambda u: (abs(u - 0.75 * end), u))
+        drop = (losses[start] - losses[end]) / losses[start]
+        row = re.search(rf"^\| {system} \| {system}_seed7 \| {start} \| {losses[start]:.4f} \| {end} \| "
+                        rf"{losses[end]:.4f} \| ([+-][\d.]+)% \| (flat|still improving) \|$", table.read_text(), re.M)
+        assert row and float(row[1]) == pytest.approx(100 * drop, abs=0.005), table.read_text()
+        assert (row[2] == "flat") == flat(losses, end)
 
 
 def test_each_system_gets_its_own_seeds_rate_and_the_length_penalty_of_its_best_valid_bleu(recipe):

@@ -6,6 +6,8 @@
 #   $OUT_DIR/${NAME}_valid_loss.md  valid nll_loss at equal updates, mean ± sd over seeds, the difference
 #                                   to the first run with Welch's interval, and the updates each seed
 #                                   needs to reach the first run's final loss (convergence)
+#   $OUT_DIR/${NAME}_flatness.md    each run's valid loss over the last FLAT_LAST (0.2) of its updates: flat when
+#                                   less than FLAT_DROP (0.01, relative) lower (fairseq-rope-tune flat)
 #   $OUT_DIR/${NAME}_by_length.png  sacreBLEU and chrF by source length on the sample's test set, with
 #   $OUT_DIR/${NAME}_by_length.md   paired bootstrap p-values against the first run (fairseq-rope-compare)
 # Knobs:
@@ -37,12 +39,12 @@ TITLE=${TITLE:-Offline sample}
 BUCKETS=${BUCKETS:-10,20,30}
 [[ "$BUCKETS" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BUCKETS must look like 10,20,30 (source words), got '$BUCKETS'"
 
-need_cmd fairseq-rope-plot-training "$ROPE_HINT"; need_cmd fairseq-rope-compare "$ROPE_HINT"
+need_cmd fairseq-rope-plot-training "$ROPE_HINT"; need_cmd fairseq-rope-compare "$ROPE_HINT"; need_cmd fairseq-rope-tune "$ROPE_HINT"
 bash "$RECIPE_DIR/sample.sh"
 
 mkdir -p "$OUT_DIR"
 cd "$REPO_ROOT"  # paths in the table relative to the repository
-logs=(); results=()
+logs=(); results=(); runs_dirs=()
 names=()
 for entry in $ARCHS; do names+=("${entry%%=*}"); done  # a run is ARCH or NAME=ARCH (run.sh)
 # shellcheck disable=SC2206
@@ -52,7 +54,7 @@ declare -A arch_of=()
 for entry in $ARCHS; do arch_of[${entry%%=*}]=${entry#*=}; done
 for name in "${names[@]}"; do
   for run in $(runs_of "$name"); do
-    logs+=("$name=$WORK_DIR/checkpoints/$run/train.log")
+    logs+=("$name=$WORK_DIR/checkpoints/$run/train.log") runs_dirs+=("$name=$WORK_DIR/checkpoints/$run")
     results+=(--result "$name=$WORK_DIR/eval/$run/result.json")
   done
 done
@@ -67,6 +69,9 @@ own_settings=$(compgen -v LR_ || true)$(compgen -v WARMUP_UPDATES_ || true)
 fairseq-rope-plot-training "${logs[@]}" --out "$OUT_DIR/${NAME}_curves.png" \
   --title "$TITLE: training curves${seeds[0]:+ (mean over seeds, band: lowest to highest)}" \
   --loss nll_loss --out-md "$OUT_DIR/${NAME}_valid_loss.md"
+# whether each run's valid loss had stopped falling at its budget (exit status 3: some had not; the table says)
+fairseq-rope-tune flat "${runs_dirs[@]}" --last "${FLAT_LAST:-0.2}" --drop "${FLAT_DROP:-0.01}" \
+  --out-md "$OUT_DIR/${NAME}_flatness.md" > /dev/null || [ $? -eq 3 ] || die "fairseq-rope-tune flat failed"
 max_update=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/${names[0]}$first_seed/.done")
 unseen=()  # (a length split's longest training source: the longer buckets marked as unseen lengths)
 [ -z "${TRAIN_MAX_WORDS:-}" ] || unseen=(--train-max-words "$TRAIN_MAX_WORDS")
