@@ -33,7 +33,7 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 
-from .common import InputError, argument_parser, write_json
+from .common import InputError, argument_parser, atomic_output, write_json
 
 PROG = "fairseq-rope-record"
 # the result.json keys that name files: those the record keeps (under their own file names), and those
@@ -146,7 +146,7 @@ def save_result(eval_dir, out):
         if result.get(key):
             name = os.path.basename(result[key])
             if key == "reference_scores":
-                with open(os.path.join(out, name), "w", encoding="utf-8") as f:
+                with atomic_output(os.path.join(out, name)) as f:
                     f.writelines(reference_scores_lines(result[key]))
             else:
                 shutil.copyfile(result[key], os.path.join(out, name))
@@ -188,7 +188,7 @@ def save(args, settings):
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     shutil.copyfile(os.path.join(args.checkpoints, "train.log"), os.path.join(tmp, "train.log"))
-    with open(os.path.join(tmp, "done"), "w", encoding="utf-8") as f:
+    with atomic_output(os.path.join(tmp, "done")) as f:
         f.write(done)
     save_result(args.eval, tmp)
     for eval_dir in args.also_eval:
@@ -238,7 +238,7 @@ def restore(args, settings):
     with open(args.settings, encoding="utf-8") as f:
         current = f.read()
     for name in (".settings", ".done"):  # the settings as train.sh computes them here (its data-bin's path)
-        with open(os.path.join(args.checkpoints, name), "w", encoding="utf-8") as f:
+        with atomic_output(os.path.join(args.checkpoints, name)) as f:
             f.write(current)
     restore_result(args.record, args.eval, args.reference, args.record)
     for eval_dir in args.also_eval:
