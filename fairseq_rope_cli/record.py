@@ -95,24 +95,24 @@ def machine():
     import torch
     gpus = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
     return {"cpu": cpu, "gpus": gpus or None, "python": platform.python_version(), "torch": torch.__version__,
-            "fairseq": next((version(name) for name in ("fairseq-fixed", "fairseq") if installed(name)), None)}
+            "fairseq": next(filter(None, map(installed_version, ("fairseq-fixed", "fairseq"))), None)}
 
 
-def installed(distribution):
+def installed_version(distribution):
     try:
-        version(distribution)
-        return True
+        return version(distribution)
     except PackageNotFoundError:
-        return False
+        return None
 
 
 def commit():
+    """The commit of this code (git rev-parse HEAD), noting uncommitted changes; None outside a checkout."""
+    def git(*args):
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                             cwd=os.path.dirname(os.path.abspath(__file__)))
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        return git("rev-parse", "HEAD") + (" (with uncommitted changes)" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return None
 
@@ -202,9 +202,8 @@ def save(args, settings):
             valid.pop(key, None)
         valid["reference"] = os.path.basename(valid.get("reference", ""))
         write_json(os.path.join(tmp, os.path.basename(os.path.dirname(valid_json)) + ".json"), valid)
-    files = {os.path.relpath(os.path.join(folder, name), tmp): None
-             for folder, _, names in os.walk(tmp) for name in names}
-    files = {name: sha256(os.path.join(tmp, name)) for name in sorted(files)}
+    files = {name: sha256(os.path.join(tmp, name)) for name in
+             sorted(os.path.relpath(os.path.join(folder, n), tmp) for folder, _, names in os.walk(tmp) for n in names)}
     write_json(os.path.join(tmp, "record.json"), {
         "run": os.path.basename(os.path.normpath(args.record)), "settings": settings, "machine": machine(),
         "commit": commit(), "saved": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "files": files})

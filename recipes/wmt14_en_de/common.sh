@@ -139,6 +139,12 @@ chosen_lenpen() {
   sed -n 's/^LENPEN_[A-Za-z0-9_]*=//p' "$WORK_DIR/eval/$1/lenpen.env" 2>/dev/null || true
 }
 
+# auto_run SYSTEM RUN: the run under which RUN (of SYSTEM: SYSTEM or SYSTEM_seedS) is translated again with
+# --rope-scaling auto (run.sh's ROPE_AUTO): SYSTEM_auto, SYSTEM_auto_seedS
+auto_run() {
+  echo "${1}_auto${2#"$1"}"
+}
+
 # run_to OUT CMD...: runs CMD with stdout to OUT.tmp, renamed to OUT only on success
 run_to() {
   local out=$1; shift

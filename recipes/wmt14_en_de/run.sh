@@ -131,7 +131,7 @@ model() {  # model NAME [VAR=VALUE...]: train, average, evaluate one run
   [ -z "${!own_lr:-}" ] || run+=(LR="${!own_lr}")
   [ -z "${!own_warmup:-}" ] || run+=(WARMUP_UPDATES="${!own_warmup}")
   local auto=""  # (ROPE_AUTO: the run's second translation, with --rope-scaling auto)
-  [ "$ROPE_AUTO" = 0 ] || [[ "$arch" != rope_transformer* ]] || auto=${system}_auto${name#"$system"}
+  [ "$ROPE_AUTO" = 0 ] || [[ "$arch" != rope_transformer* ]] || auto=$(auto_run "$system" "$name")
   if [ -n "$RECORDS" ]; then
     local record=("$RECORDS/$name" --checkpoints "$WORK_DIR/checkpoints/$name"
       --eval "$WORK_DIR/eval/$name" --settings "$WORK_DIR/checkpoints/$name.settings" --data-bin "$data_bin"
@@ -172,7 +172,7 @@ results=()
 for name in "${runs[@]}"; do results+=("$WORK_DIR/eval/$name/result.json"); done
 if [ "$ROPE_AUTO" = 1 ]; then
   for name in "${runs[@]}"; do
-    [[ "${arch_of[$name]}" != rope_transformer* ]] || results+=("$WORK_DIR/eval/${system_of[$name]}_auto${name#"${system_of[$name]}"}/result.json")
+    [[ "${arch_of[$name]}" != rope_transformer* ]] || results+=("$WORK_DIR/eval/$(auto_run "${system_of[$name]}" "$name")/result.json")
   done
 fi
 if [ "$PARALLEL_RUNS" -le 1 ]; then

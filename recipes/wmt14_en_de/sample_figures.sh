@@ -62,7 +62,7 @@ done
 if [ "${ROPE_AUTO:-0}" = 1 ]; then
   for name in "${names[@]}"; do
     [[ "${arch_of[$name]}" == rope_transformer* ]] || continue
-    for run in $(runs_of "$name"); do results+=(--result "${name}_auto=$WORK_DIR/eval/${name}_auto${run#"$name"}/result.json"); done
+    for run in $(runs_of "$name"); do results+=(--result "${name}_auto=$WORK_DIR/eval/$(auto_run "$name" "$run")/result.json"); done
   done
 fi
 own_settings=$(compgen -v LR_ || true)$(compgen -v WARMUP_UPDATES_ || true)
