@@ -213,9 +213,14 @@ def test_figures_compare_named_runs_against_the_first(recipe, tmp_path):
     env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}  # sample.sh adds MODEL_ARGS itself
     env.update(ARCHS="transformer learned=transformer", ARGS_learned="--encoder-learned-pos --decoder-learned-pos",
                PARALLEL_RUNS="1", OUT_DIR=str(tmp_path), NAME="cmp", TITLE="Tiny")
+    # a system's own learning rate and warm-up (as a tuning's chosen.env gives them; here the fixture's values,
+    # so the runs are the fixture's): both named in the table's note
+    env.update(LR_transformer=env["LR"], WARMUP_UPDATES_transformer=env["WARMUP_UPDATES"])
     step("sample_figures.sh", env)
     table = (tmp_path / "cmp_by_length.md").read_text()
     assert table.startswith("## Tiny: quality by source length")
+    assert (f"each system's learning rate and warm-up its own (LR_*, WARMUP_UPDATES_*: LR_transformer={env['LR']} "
+            f"WARMUP_UPDATES_transformer={env['WARMUP_UPDATES']})") in table
     assert re.search(r"^\| transformer \| [\d,]+ \| [\d.]+ \[[\d.]+, [\d.]+\] \|", table, re.M)  # one seed: the 95% CI
     # the difference with the bootstrap's interval and sacreBLEU's p
     assert re.search(r"^\| learned \| [\d,]+ \| [\d.]+ \[[\d.]+, [\d.]+\] \([+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\], "

@@ -65,7 +65,7 @@ if [ "${ROPE_AUTO:-0}" = 1 ]; then
     for run in $(runs_of "$name"); do results+=(--result "${name}_auto=$WORK_DIR/eval/$(auto_run "$name" "$run")/result.json"); done
   done
 fi
-own_settings=$(compgen -v LR_ || true)$(compgen -v WARMUP_UPDATES_ || true)
+own_settings=$({ compgen -v LR_; compgen -v WARMUP_UPDATES_; } || true)  # (one name a line)
 fairseq-rope-plot-training "${logs[@]}" --out "$OUT_DIR/${NAME}_curves.png" \
   --title "$TITLE: training curves${seeds[0]:+ (mean over seeds, band: lowest to highest)}" \
   --loss nll_loss --out-md "$OUT_DIR/${NAME}_valid_loss.md"
