@@ -209,15 +209,31 @@ def test_named_runs_carry_their_own_flags(recipe):
 
 def test_figures_compare_named_runs_against_the_first(recipe, tmp_path):
     """sample_figures.sh (what sample_comparison.sh runs) with named runs: the comparison table has a
-    row per run with its p-value against the first run, and the figures are written under NAME."""
+    row per run with its p-value against the first run, and the figures are written under NAME; with
+    AGAINST, the same scores tested against another run, and an AGAINST that names no run refused."""
     env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}  # sample.sh adds MODEL_ARGS itself
     env.update(ARCHS="transformer learned=transformer", ARGS_learned="--encoder-learned-pos --decoder-learned-pos",
                PARALLEL_RUNS="1", OUT_DIR=str(tmp_path), NAME="cmp", TITLE="Tiny")
     # a system's own learning rate and warm-up (as a tuning's chosen.env gives them; here the fixture's values,
     # so the runs are the fixture's): both named in the table's note
     env.update(LR_transformer=env["LR"], WARMUP_UPDATES_transformer=env["WARMUP_UPDATES"])
+    for against, error in (("nosuch", "AGAINST: 'nosuch' is not one of the runs (ARCHS: transformer learned=transformer)"),
+                           ("transformer", "AGAINST: 'transformer' is the first of ARCHS, the runs' baseline already")):
+        proc = step("sample_figures.sh", dict(env, AGAINST=against), ok=False)
+        assert error in proc.stderr and not list(tmp_path.iterdir()), proc.stderr[-2000:]
+    env.update(AGAINST="learned")  # the tables again, every run tested against learned
     step("sample_figures.sh", env)
     table = (tmp_path / "cmp_by_length.md").read_text()
+    against = (tmp_path / "cmp_against_learned.md").read_text()
+    assert against.startswith("## Tiny: every run against learned") and "every run tested against learned" in against
+    # the same scores, the test the other way round: learned first, the transformer's difference to it the opposite
+    score = r"([\d.]+) \[[\d.]+, [\d.]+\]"
+    main = {m[1]: (float(m[2]), m[3]) for m in re.finditer(rf"^\| (\w+) \| [\d,]+ \| {score}(?: \(([+-][\d.]+) )?", table, re.M)}
+    other = {m[1]: (float(m[2]), m[3]) for m in re.finditer(rf"^\| (\w+) \| [\d,]+ \| {score}(?: \(([+-][\d.]+) )?", against, re.M)}
+    assert list(other) == ["learned", "transformer"] and list(main) == ["transformer", "learned"], (table, against)
+    assert {k: v[0] for k, v in other.items()} == {k: v[0] for k, v in main.items()}
+    assert main["transformer"][1] is None and other["learned"][1] is None
+    assert float(other["transformer"][1]) == pytest.approx(-float(main["learned"][1]), abs=0.011)
     assert table.startswith("## Tiny: quality by source length")
     assert (f"each system's learning rate and warm-up its own (LR_*, WARMUP_UPDATES_*: LR_transformer={env['LR']} "
             f"WARMUP_UPDATES_transformer={env['WARMUP_UPDATES']})") in table

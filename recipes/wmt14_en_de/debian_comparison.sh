@@ -13,6 +13,8 @@
 # Every step skips what is done and resumes what is not (each run from its last checkpoint).
 #   WORK_DIR   work/debian
 #   ARCHS      "transformer rpe_transformer rope_transformer" (the first is the baseline)
+#   AGAINST    rpe_transformer: the tables again with Shaw's RPE as the one tested against (RoFormer's Table 1
+#              sets RoPE beside it), ${NAME}_against_rpe_transformer.md and per part; "" for none
 #   SEEDS      "1 2 3 4 5"; SEEDS_rpe_transformer "1 2 3"
 #   HEADS      2 attention heads of 64 channels at dimension 128 (the paper's head size); 4: 32 a head.
 #              WORK_DIR defaults to work/debian_heads4 for HEADS=4, so the two studies sit side by side
@@ -41,6 +43,7 @@ export SEEDS=${SEEDS:-1 2 3 4 5}
 export SEEDS_rpe_transformer=${SEEDS_rpe_transformer-1 2 3}
 [ -n "$SEEDS_rpe_transformer" ] || unset SEEDS_rpe_transformer
 [[ " $ARCHS " == *" rpe_transformer "* ]] || unset SEEDS_rpe_transformer
+export AGAINST=${AGAINST-$([[ " ${ARCHS#* } " == *" rpe_transformer "* ]] && echo rpe_transformer)}
 export BPE_MERGES=${BPE_MERGES:-4000}
 export LENPENS=${LENPENS-0.2 0.6 1.0 1.4}
 export TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-2000} MAX_TOKENS_PER_GPU=${MAX_TOKENS_PER_GPU:-2000}

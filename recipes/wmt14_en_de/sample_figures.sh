@@ -22,6 +22,8 @@
 #             each part also gets its own table and figure, $OUT_DIR/${NAME}_PART_by_length.{md,png}
 #             (fairseq-rope-compare --lines FIRST-LAST), e.g. "prose=1-1200 help=1201-2400"
 #   ROPE_AUTO 0; 1: every RoPE run also translated with --rope-scaling auto, as the system NAME_auto (run.sh)
+#   AGAINST   unset; "SYSTEM ...": the same tables with SYSTEM as the one the others are tested against,
+#             $OUT_DIR/${NAME}_against_SYSTEM.md (and per part, ${NAME}_PART_against_SYSTEM.md)
 #   NAME      sample (the figures' file names and title)
 #   TITLE     "Offline sample"
 # and every knob of sample.sh.
@@ -39,14 +41,18 @@ TITLE=${TITLE:-Offline sample}
 BUCKETS=${BUCKETS:-10,20,30}
 [[ "$BUCKETS" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BUCKETS must look like 10,20,30 (source words), got '$BUCKETS'"
 
+names=()
+for entry in $ARCHS; do names+=("${entry%%=*}"); done  # a run is ARCH or NAME=ARCH (run.sh)
+for base in ${AGAINST:-}; do
+  [[ " ${names[*]} " == *" $base "* ]] || die "AGAINST: '$base' is not one of the runs (ARCHS: $ARCHS)"
+  [ "$base" != "${names[0]}" ] || die "AGAINST: '$base' is the first of ARCHS, the runs' baseline already"
+done
 need_cmd fairseq-rope-plot-training "$ROPE_HINT"; need_cmd fairseq-rope-compare "$ROPE_HINT"; need_cmd fairseq-rope-tune "$ROPE_HINT"
 bash "$RECIPE_DIR/sample.sh"
 
 mkdir -p "$OUT_DIR"
 cd "$REPO_ROOT"  # paths in the table relative to the repository
 logs=(); results=(); runs_dirs=()
-names=()
-for entry in $ARCHS; do names+=("${entry%%=*}"); done  # a run is ARCH or NAME=ARCH (run.sh)
 # shellcheck disable=SC2206
 seeds=(${SEEDS:-})
 first_seed=${seeds[0]:+_seed${seeds[0]}}  # (the runs' directories are NAME_seedS with SEEDS, else NAME)
@@ -86,4 +92,19 @@ for part in ${TEST_PARTS:-}; do
     --title "$TITLE, ${BASH_REMATCH[1]}: quality by source length" \
     --out-md "$OUT_DIR/${NAME}_${BASH_REMATCH[1]}_by_length.md" --out-png "$OUT_DIR/${NAME}_${BASH_REMATCH[1]}_by_length.png"
 done
-log "figures in $OUT_DIR: ${NAME}_curves.png (+ ${NAME}_valid_loss.md), ${NAME}_by_length.png (+ ${NAME}_by_length.md${TEST_PARTS:+, and per part})"
+for base in ${AGAINST:-}; do
+  against=()  # (results: --result NAME=FILE pairs; base's first, the others in their order)
+  for ((i = 0; i < ${#results[@]}; i += 2)); do [[ "${results[i + 1]}" != "$base="* ]] || against+=("${results[@]:i:2}"); done
+  for ((i = 0; i < ${#results[@]}; i += 2)); do [[ "${results[i + 1]}" == "$base="* ]] || against+=("${results[@]:i:2}"); done
+  for part in all ${TEST_PARTS:-}; do
+    lines=() file=${NAME}_against_$base.md what="the whole test set" title=$TITLE
+    if [ "$part" != all ]; then
+      lines=(--lines "${part#*=}") file=${NAME}_${part%%=*}_against_$base.md what="the ${part%%=*} part of the test set"
+      title="$TITLE, ${part%%=*}"
+    fi
+    fairseq-rope-compare --src "$RAW_DIR/test.$SRC" "${against[@]}" --buckets "$BUCKETS" "${unseen[@]}" "${lines[@]}" \
+      --note "Models: as in ${NAME}_by_length.md; $what, every run tested against $base." \
+      --title "$title: every run against $base" --out-md "$OUT_DIR/$file"
+  done
+done
+log "figures in $OUT_DIR: ${NAME}_curves.png (+ ${NAME}_valid_loss.md), ${NAME}_by_length.png (+ ${NAME}_by_length.md${TEST_PARTS:+, and per part})${AGAINST:+; against $AGAINST: ${NAME}_*against_*.md}"
