@@ -227,9 +227,8 @@ def test_figures_compare_named_runs_against_the_first(recipe, tmp_path):
     against = (tmp_path / "cmp_against_learned.md").read_text()
     assert against.startswith("## Tiny: every run against learned") and "every run tested against learned" in against
     # the same scores, the test the other way round: learned first, the transformer's difference to it the opposite
-    score = r"([\d.]+) \[[\d.]+, [\d.]+\]"
-    main = {m[1]: (float(m[2]), m[3]) for m in re.finditer(rf"^\| (\w+) \| [\d,]+ \| {score}(?: \(([+-][\d.]+) )?", table, re.M)}
-    other = {m[1]: (float(m[2]), m[3]) for m in re.finditer(rf"^\| (\w+) \| [\d,]+ \| {score}(?: \(([+-][\d.]+) )?", against, re.M)}
+    row = r"^\| (\w+) \| [\d,]+ \| ([\d.]+) \[[\d.]+, [\d.]+\](?: \(([+-][\d.]+) )?"  # run, BLEU, difference
+    main, other = ({m[1]: (float(m[2]), m[3]) for m in re.finditer(row, text, re.M)} for text in (table, against))
     assert list(other) == ["learned", "transformer"] and list(main) == ["transformer", "learned"], (table, against)
     assert {k: v[0] for k, v in other.items()} == {k: v[0] for k, v in main.items()}
     assert main["transformer"][1] is None and other["learned"][1] is None
