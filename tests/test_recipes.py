@@ -221,8 +221,27 @@ def test_figures_compare_named_runs_against_the_first(recipe, tmp_path):
                            ("transformer", "AGAINST: 'transformer' is the first of ARCHS, the runs' baseline already")):
         proc = step("sample_figures.sh", dict(env, AGAINST=against), ok=False)
         assert error in proc.stderr and not list(tmp_path.iterdir()), proc.stderr[-2000:]
-    env.update(AGAINST="learned")  # the tables again, every run tested against learned
+    # a part that is not PART=FIRST-LAST: refused before anything is trained or written
+    proc = step("sample_figures.sh", dict(env, TEST_PARTS="head=1-5 tail"), ok=False)
+    assert "TEST_PARTS: 'tail' must be PART=FIRST-LAST (e.g. prose=1-1200)" in proc.stderr, proc.stderr[-2000:]
+    assert "training" not in proc.stderr and not list(tmp_path.iterdir())
+    env.update(AGAINST="learned", TEST_PARTS="head=1-5 tail=6-16")  # the tables again, every run tested against learned
     step("sample_figures.sh", env)
+    # each part its own tables, scored on its lines alone: the BLEU of sacreBLEU on those lines
+    from sacrebleu.metrics import BLEU
+
+    refs = (recipe["raw"] / "test.de").read_text(encoding="utf-8").splitlines()
+    for part, first, last in (("head", 1, 5), ("tail", 6, 16)):
+        for file, runs in ((f"cmp_{part}_by_length.md", ["transformer", "learned"]),
+                           (f"cmp_{part}_against_learned.md", ["learned", "transformer"])):
+            text = (tmp_path / file).read_text()
+            assert f"Lines {first}-{last} of the test set ({last - first + 1} sentences)" in text, text
+            rows = {m[1]: float(m[2]) for m in re.finditer(r"^\| (\w+) \| [\d,]+ \| ([\d.]+) ", text, re.M)}
+            assert list(rows) == runs, text
+            for run in runs:
+                hyps = (recipe["work"] / "eval" / run / "hyps.detok.de").read_text(encoding="utf-8").splitlines()
+                bleu = BLEU().corpus_score(hyps[first - 1:last], [refs[first - 1:last]]).score
+                assert rows[run] == pytest.approx(bleu, abs=0.005), (file, run)
     table = (tmp_path / "cmp_by_length.md").read_text()
     against = (tmp_path / "cmp_against_learned.md").read_text()
     assert against.startswith("## Tiny: every run against learned") and "every run tested against learned" in against

@@ -40,6 +40,11 @@ TITLE=${TITLE:-Offline sample}
 [[ "$NAME" =~ ^[A-Za-z0-9_.-]+$ ]] || die "NAME must be a file name (letters, digits, _ . -), got '$NAME'"
 BUCKETS=${BUCKETS:-10,20,30}
 [[ "$BUCKETS" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BUCKETS must look like 10,20,30 (source words), got '$BUCKETS'"
+part_names=() part_lines=()  # TEST_PARTS read once, before any training: "prose=1-1200" is prose and 1-1200
+for part in ${TEST_PARTS:-}; do
+  [[ "$part" =~ ^([A-Za-z0-9_]+)=([0-9]+-[0-9]+)$ ]] || die "TEST_PARTS: '$part' must be PART=FIRST-LAST (e.g. prose=1-1200)"
+  part_names+=("${BASH_REMATCH[1]}") part_lines+=("${BASH_REMATCH[2]}")
+done
 
 names=()
 for entry in $ARCHS; do names+=("${entry%%=*}"); done  # a run is ARCH or NAME=ARCH (run.sh)
@@ -85,22 +90,23 @@ fairseq-rope-compare --src "$RAW_DIR/test.$SRC" "${results[@]}" --buckets "$BUCK
   --note "Models: sample.sh's, $max_update updates, $([ -n "$own_settings" ] && echo "each system's learning rate and warm-up its own (LR_*, WARMUP_UPDATES_*: $(for v in $own_settings; do printf '%s=%s ' "$v" "${!v}"; done | sed 's/ $//'))" || echo "identical settings for every run"); checkpoints: average of the last ${AVERAGE_LAST:-5}${seeds[0]:+; training seeds ${seeds[*]}}${LENPENS:+; length penalty chosen per run on valid BLEU from $LENPENS}." \
   --title "$TITLE: quality by source length" \
   --out-md "$OUT_DIR/${NAME}_by_length.md" --out-png "$OUT_DIR/${NAME}_by_length.png"
-for part in ${TEST_PARTS:-}; do
-  [[ "$part" =~ ^([A-Za-z0-9_]+)=([0-9]+-[0-9]+)$ ]] || die "TEST_PARTS: '$part' must be PART=FIRST-LAST (e.g. prose=1-1200)"
-  fairseq-rope-compare --src "$RAW_DIR/test.$SRC" "${results[@]}" --buckets "$BUCKETS" "${unseen[@]}" --lines "${BASH_REMATCH[2]}" \
-    --note "Models: as in ${NAME}_by_length.md; the ${BASH_REMATCH[1]} part of the test set." \
-    --title "$TITLE, ${BASH_REMATCH[1]}: quality by source length" \
-    --out-md "$OUT_DIR/${NAME}_${BASH_REMATCH[1]}_by_length.md" --out-png "$OUT_DIR/${NAME}_${BASH_REMATCH[1]}_by_length.png"
+for k in "${!part_names[@]}"; do
+  part=${part_names[k]}
+  fairseq-rope-compare --src "$RAW_DIR/test.$SRC" "${results[@]}" --buckets "$BUCKETS" "${unseen[@]}" --lines "${part_lines[k]}" \
+    --note "Models: as in ${NAME}_by_length.md; the $part part of the test set." \
+    --title "$TITLE, $part: quality by source length" \
+    --out-md "$OUT_DIR/${NAME}_${part}_by_length.md" --out-png "$OUT_DIR/${NAME}_${part}_by_length.png"
 done
 for base in ${AGAINST:-}; do
   against=()  # (results: --result NAME=FILE pairs; base's first, the others in their order)
   for ((i = 0; i < ${#results[@]}; i += 2)); do [[ "${results[i + 1]}" != "$base="* ]] || against+=("${results[@]:i:2}"); done
   for ((i = 0; i < ${#results[@]}; i += 2)); do [[ "${results[i + 1]}" == "$base="* ]] || against+=("${results[@]:i:2}"); done
-  for part in all ${TEST_PARTS:-}; do
+  for k in -1 "${!part_names[@]}"; do  # (-1: the whole test set)
     lines=() file=${NAME}_against_$base.md what="the whole test set" title=$TITLE
-    if [ "$part" != all ]; then
-      lines=(--lines "${part#*=}") file=${NAME}_${part%%=*}_against_$base.md what="the ${part%%=*} part of the test set"
-      title="$TITLE, ${part%%=*}"
+    if [ "$k" -ge 0 ]; then
+      part=${part_names[k]}
+      lines=(--lines "${part_lines[k]}") file=${NAME}_${part}_against_$base.md what="the $part part of the test set"
+      title="$TITLE, $part"
     fi
     fairseq-rope-compare --src "$RAW_DIR/test.$SRC" "${against[@]}" --buckets "$BUCKETS" "${unseen[@]}" "${lines[@]}" \
       --note "Models: as in ${NAME}_by_length.md; $what, every run tested against $base." \
