@@ -912,7 +912,8 @@ def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_pa
                 checks.append((system, b, False))
                 b += 2
             if b <= 20:
-                checks.append((system, b, True))
+                if (system, b, True) not in checks:  # (already flat there in the last round: one line)
+                    checks.append((system, b, True))
                 reached[system] = b
             found[system] = b
         if max(found.values()) > 20:

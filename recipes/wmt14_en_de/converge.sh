@@ -74,7 +74,9 @@ converge_one() {
     train_to "$name" "$budget"
     check=$(fairseq-rope-tune flat "$name=$dir" --last "$FLAT_LAST" --drop "$FLAT_DROP") && status=0 || status=$?
     [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || die "fairseq-rope-tune flat failed (exit status $status)"
-    printf -- '- at %s updates: %s\n' "$budget" "$check" >> "$report.tmp"
+    # (a system already flat at the next round's budget is checked there again: its line is written once)
+    line="- at $budget updates: $check"
+    grep -qxF -- "$line" "$report.tmp" || printf '%s\n' "$line" >> "$report.tmp"
     log "$check"
     if [ "$status" -eq 0 ]; then echo "$budget" > "$flat_dir/$name"; return 0; fi
     budget=$((budget + CONVERGE_STEP))
