@@ -94,6 +94,14 @@ def bucket_bounds(edges):
     return bounds
 
 
+def beside(file, json_path):
+    """A file a result JSON names: as written where it is absolute or exists from here, else in the JSON's
+    own folder (a record of fairseq-rope-record keeps its files there under their own names)."""
+    if os.path.isabs(file) or os.path.isfile(file):
+        return file
+    return os.path.join(os.path.dirname(json_path), file)
+
+
 def resolve_runs(args):
     """[(name, hypothesis path)], the reference path, the result JSONs' test set (if any) and, per run, its
     result JSON ({} for a --hyp run)."""
@@ -119,18 +127,18 @@ def resolve_runs(args):
             raise InputError(PROG, f"{path} has no 'hyps_detok': not a result JSON of fairseq-rope-score")
         name = (name or result.get("system") or result.get("run_name") or result.get("arch")
                 or os.path.basename(os.path.dirname(path)))
-        hyp = result["hyps_detok"]
-        if not os.path.isabs(hyp) and not os.path.isfile(hyp):
-            hyp = os.path.join(os.path.dirname(path), hyp)
+        hyp = beside(result["hyps_detok"], path)
         if not os.path.isfile(hyp):
             missing.append(f"hypothesis file of run '{name}' (\"hyps_detok\" in {path}): {hyp}")
         if result.get("reference"):
             refs_from_json.append((path, result["reference"]))
         if result.get("test_set"):
             test_sets.add(result["test_set"])
-        if result.get("reference_scores") and not os.path.isfile(result["reference_scores"]):
-            missing.append(f"reference scores of run '{name}' (\"reference_scores\" in {path}): "
-                           f"{result['reference_scores']}")
+        if result.get("reference_scores"):
+            result["reference_scores"] = beside(result["reference_scores"], path)
+            if not os.path.isfile(result["reference_scores"]):
+                missing.append(f"reference scores of run '{name}' (\"reference_scores\" in {path}): "
+                               f"{result['reference_scores']}")
         runs.append((name, hyp))
         results.append(result)
     ref = args.ref
@@ -316,6 +324,52 @@ def compare(src, refs, runs, edges, n_samples, nll=None):
         "overall": overall,
         "buckets": buckets,
     }
+
+
+def parse_interaction(text, seeds):
+    """--interaction A,B,C,D: four systems of the comparison (``seeds``: {name: its number of seeds}), each
+    with two or more seeds."""
+    names = [n.strip() for n in text.split(",")]
+    if len(names) != 4 or not all(names):
+        raise InputError(PROG, f"--interaction takes four run names A,B,C,D (the contrast (A - B) - (C - D)), got '{text}'")
+    for name in names:
+        if name not in seeds:
+            raise InputError(PROG, f"--interaction '{text}': no run is named '{name}' (runs: {', '.join(seeds)})")
+        if seeds[name] < 2:
+            raise InputError(PROG, f"--interaction '{text}': run '{name}' has one seed; the test over seeds needs "
+                                   f"two or more for each of the four")
+    return names
+
+
+def interaction(res, names):
+    """(A - B) - (C - D) over seeds for every measure (seeds.welch_contrast on the per-seed scores):
+    whether B's difference to A differs from D's to C."""
+    from .seeds import welch_contrast
+
+    overall = res["overall"]
+    out = {"runs": names}
+    for metric in ("bleu", "chrf", "nll") if res.get("nll") else ("bleu", "chrf"):
+        out[metric] = welch_contrast([overall[n][f"{metric}_seeds"] for n in names], (1, -1, -1, 1))
+    return out
+
+
+def render_interactions(found):
+    lines = ["", "Interactions over seeds: the contrast (A - B) - (C - D) of the four systems' means, its 95% "
+                 "interval and the two-sided p of Welch's t on it (each system's own variance, Welch-Satterthwaite "
+                 "degrees of freedom; fairseq_rope_cli/seeds.py's welch_contrast); –: no spread to test.", ""]
+    measures = [m for m in ("bleu", "chrf", "nll") if m in found[0]]
+    lines += ["| contrast | " + " | ".join({"bleu": "BLEU", "chrf": "chrF", "nll": "test NLL"}[m]
+                                                   for m in measures) + " |",
+              "|---|" + "---:|" * len(measures)]
+    for entry in found:
+        a, b, c, d = entry["runs"]
+        cells = []
+        for m in measures:
+            test, digits = entry[m], 3 if m == "nll" else 2
+            cells.append("–" if test is None else f"{test['difference']:+.{digits}f} "
+                         f"{_signed_interval(test['interval'], digits)}, p={test['p']:.3f} (df {test['df']:.1f})")
+        lines.append(f"| ({a} - {b}) - ({c} - {d}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def add_run_facts(res, runs, results):
@@ -579,6 +633,10 @@ def main(argv=None):
     ap.add_argument("--lines", metavar="FIRST-LAST",
                     help="score only these lines (1-based, inclusive) of the source, reference and every run's "
                          "hypotheses: one test set of several written one after the other")
+    ap.add_argument("--interaction", action="append", default=[], metavar="A,B,C,D",
+                    help="with seeds: the test of (A - B) - (C - D) over seeds (Welch), for BLEU, chrF and the test "
+                         "NLL: whether B's difference to A differs from D's to C (e.g. "
+                         "rope_4heads,transformer_4heads,rope_2heads,transformer_2heads); repeatable")
     ap.add_argument("--best-above", type=int, metavar="N",
                     help="also choose the run with the best BLEU on the sentences of more than N source words: "
                          "its name is \"best\" in --out-json, the BLEU of every run there \"best_above\", and a "
@@ -625,6 +683,7 @@ def main(argv=None):
             nll = {name: [r[first - 1:last] for r in seeds] for name, seeds in nll.items()}
         args.note = [f"Lines {first}-{last} of the test set ({last - first + 1} sentences).", *args.note]
 
+    contrasts = [parse_interaction(text, {name: len(seeds) for name, seeds in hyps}) for text in args.interaction]
     res = compare(src, refs, hyps, edges, args.bootstrap_samples, nll)
     add_run_facts(res, runs, results)
     paths = {}
@@ -634,6 +693,9 @@ def main(argv=None):
                     "hypotheses": paths if res["seeds"] else {name: p[0] for name, p in paths.items()}}
     md = render_markdown(res, args.title, args.src, ref_path, runs, test_sets, args.train_max_words,
                          args.note)
+    if contrasts:
+        res["interactions"] = [interaction(res, names) for names in contrasts]
+        md += render_interactions(res["interactions"])
     if args.best_above is not None:
         res["best_above"] = best_above(src, refs, hyps, args.best_above)
         res["best"] = res["best_above"]["run"]

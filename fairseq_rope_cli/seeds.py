@@ -10,6 +10,8 @@ Three tests of a difference, each answering its own question:
   Welch-Satterthwaite degrees of freedom; scipy), two-sided, with the confidence interval of the
   difference of the means. With three seeds a side its degrees of freedom are 2 to 4: the t tails are
   wide, as they should be when three values are all one knows of a system's spread.
+* ``welch_contrast``: the same for a contrast of several systems' means, such as the interaction
+  (A - B) - (C - D) of two differences.
 * ``permutation_test``: the seeds as the samples, exact: every split of the pooled per-seed scores into
   groups of the two sizes (scipy's ``permutation_test``, all splits enumerated), two-sided (twice the
   smaller tail, at most 1). Its smallest possible p is ``permutation_floor`` (2 / C(n + m, n): 0.10 with
@@ -97,6 +99,35 @@ def welch_test(system: Sequence[float], baseline: Sequence[float], confidence: f
     interval = result.confidence_interval(confidence)
     return {"difference": float(a.mean() - b.mean()), "t": float(result.statistic), "df": float(result.df),
             "p": float(result.pvalue), "interval": [float(interval.low), float(interval.high)]}
+
+
+def welch_contrast(groups: Sequence[Sequence[float]], weights: Sequence[float],
+                   confidence: float = 0.95) -> Optional[Dict]:
+    """Welch's two-sided t-test of a contrast of group means, ``sum(weights[i] * mean(groups[i]))``, with
+    the per-seed scores as the samples and each group's own variance: standard error
+    ``sqrt(sum(w_i^2 s_i^2 / n_i))``, Welch-Satterthwaite degrees of freedom
+    ``se^4 / sum((w_i^2 s_i^2 / n_i)^2 / (n_i - 1))``. With weights (1, -1) it is ``welch_test``; with
+    (1, -1, -1, 1) over (A, B, C, D) it is the interaction (A - B) - (C - D): whether B's difference to
+    A differs from D's to C (e.g. RoPE's lead over the transformer at two head sizes). Returns
+    ``{"difference", "t", "df", "p", "interval"}``, or None where a group has fewer than two scores or no
+    group varies."""
+    from scipy import stats
+
+    if len(groups) != len(weights):
+        raise ValueError(f"{len(groups)} groups but {len(weights)} weights")
+    arrays = [np.asarray(g, dtype="float64") for g in groups]
+    if any(len(a) < 2 for a in arrays):
+        return None
+    parts = np.array([w * w * a.var(ddof=1) / len(a) for w, a in zip(weights, arrays)])
+    if not parts.sum() > 0:
+        return None
+    estimate = float(sum(w * a.mean() for w, a in zip(weights, arrays)))
+    se = math.sqrt(parts.sum())
+    df = float(parts.sum() ** 2 / sum(v * v / (len(a) - 1) for v, a in zip(parts, arrays)))
+    t = estimate / se
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    return {"difference": estimate, "t": t, "df": df, "p": float(2 * stats.t.sf(abs(t), df)),
+            "interval": [estimate - half, estimate + half]}
 
 
 def permutation_floor(n: int, m: int) -> float:

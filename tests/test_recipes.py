@@ -12,6 +12,7 @@ import sys
 import tarfile
 import time
 
+import numpy as np
 import pytest
 
 import forked
@@ -955,6 +956,62 @@ def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_pa
         assert (row[2] == "flat") == flat(losses, end)
 
 
+def test_head_size_tables_the_interaction_of_ropes_lead_and_the_head_size_from_the_two_studies_records(tmp_path):
+    """debian_head_size.sh on the records of two studies (HEADS=2 and HEADS=4, two or three seeds each): every
+    seed's hypotheses scored by sacreBLEU, the interaction (RoPE 4 heads - transformer 4 heads) - (RoPE 2 heads -
+    transformer 2 heads) of the mean BLEU over seeds with Welch's interval on the contrast, for the whole test
+    set and for each part of the corpus report's test_lines; a system with one seed at a size is refused."""
+    from sacrebleu.metrics import BLEU
+    from scipy import stats
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    src = ["the dog runs .", "a cat reads a long book !", "42 red houses ?", "where is the key ?",
+           "the server starts .", "run apt-get update first"]
+    ref = ["Der Hund läuft .", "Eine Katze liest ein langes Buch !", "42 rote Häuser ?", "Wo ist der Schlüssel ?",
+           "Der Server startet .", "Zuerst apt-get update ausführen"]
+    (raw / "test.en").write_text("".join(f"{line}\n" for line in src), encoding="utf-8")
+    (raw / "test.de").write_text("".join(f"{line}\n" for line in ref), encoding="utf-8")
+    (raw / "report.json").write_text(json.dumps({"test_lines": {"test_prose": 0, "test_help": 4}}))
+    rng = __import__("random").Random(3)
+    drop = {("transformer", 2): 0.5, ("rope_transformer", 2): 0.3, ("transformer", 4): 0.45, ("rope_transformer", 4): 0.1}
+    hyps = {}
+    for (system, heads), rate in drop.items():
+        for seed in (1, 2, 3)[:2 if heads == 4 else 3]:
+            out = [" ".join(w for w in line.split() if rng.random() > rate) for line in ref]
+            folder = tmp_path / f"records{heads}" / f"{system}_seed{seed}"
+            folder.mkdir(parents=True)
+            (folder / "hyps.detok.de").write_text("".join(f"{line}\n" for line in out), encoding="utf-8")
+            (folder / "result.json").write_text(json.dumps({"system": system, "hyps_detok": "hyps.detok.de",
+                                                            "reference": "test.de"}))
+            hyps.setdefault((system, heads), []).append(out)
+    env = recipe_env(tmp_path / "work", RAW_DIR=raw, RECORDS_2=tmp_path / "records2", RECORDS_4=tmp_path / "records4",
+                     OUT_DIR=tmp_path / "out", BOOTSTRAP_SAMPLES="20")
+    step("debian_head_size.sh", env)
+    page = (tmp_path / "out" / "debian_head_size.md").read_text()
+    sections = page.split("\n## ")
+    assert len(sections) == 4, page  # both sets, prose, help, RoPE's own head-size effect
+    for section, (first, last) in zip(sections[:3], ((1, 6), (1, 4), (5, 6))):
+        bleu = {key: [BLEU().corpus_score(h[first - 1:last], [ref[first - 1:last]]).score for h in seeds]
+                for key, seeds in hyps.items()}
+        means = {key: float(np.mean(v)) for key, v in bleu.items()}
+        contrast = (means["rope_transformer", 4] - means["transformer", 4]) - (means["rope_transformer", 2] - means["transformer", 2])
+        parts = {key: np.var(v, ddof=1) / len(v) for key, v in bleu.items()}
+        df = sum(parts.values()) ** 2 / sum(parts[k] ** 2 / (len(bleu[k]) - 1) for k in bleu)
+        half = stats.t.ppf(0.975, df) * sum(parts.values()) ** 0.5
+        row = re.search(r"^\| \(rope_transformer_4heads - transformer_4heads\) - \(rope_transformer_2heads - "
+                        r"transformer_2heads\) \| ([^|]+) \|", section, re.M)
+        assert row and row[1].startswith(f"{contrast:+.2f} [{contrast - half:+.2f}, {contrast + half:+.2f}]"), section
+    assert "the prose test set (lines 1-4)" in sections[1] and "the help test set (lines 5-6)" in sections[2]
+    own = re.search(r"^\| rope_transformer_4heads \| 2 \| [\d.]+ ± [\d.]+ \(([+-][\d.]+) ", sections[3], re.M)
+    rope = {h: float(np.mean([BLEU().corpus_score(x, [ref]).score for x in hyps["rope_transformer", h]])) for h in (2, 4)}
+    assert own and float(own[1]) == pytest.approx(rope[4] - rope[2], abs=0.005), sections[3]
+    assert not re.search(r"^\| transformer_[24]heads \|", sections[3], re.M)
+    shutil.rmtree(tmp_path / "records4" / "transformer_seed2")
+    proc = step("debian_head_size.sh", env, ok=False)
+    assert "transformer at 4 heads has one seed in" in proc.stderr
+
+
 def test_each_system_gets_its_own_seeds_rate_and_the_length_penalty_of_its_best_valid_bleu(recipe):
     """run.sh with SEEDS_<name>, LR_<name> and LENPENS: the system's own seeds and learning rate are the ones
     trained (recorded in the run's settings), every penalty translates valid, and the test set is translated
@@ -1045,8 +1102,14 @@ def test_a_finished_run_is_kept_as_a_record_and_restored_elsewhere_without_train
                  *(a for s in (1, 2) for a in ("--result", f"rec={folder}/eval/rec_seed{s}/result.json")),
                  "--out-json", str(out))
         compared.append(json.loads(out.read_text()))
+    # the records themselves, compared where they lie: their result.json names its files by their names in the record
+    out = tmp_path / "records.json"
+    run_tool("fairseq-rope-compare", "--src", str(recipe["raw"] / "test.en"), "--ref", str(recipe["raw"] / "test.de"),
+             *(a for s in (1, 2) for a in ("--result", f"rec={records}/rec_seed{s}/result.json")), "--out-json", str(out))
+    compared.append(json.loads(out.read_text()))
     assert "nll_seeds" in json.dumps(compared[0])  # (the test NLL of each seed, from the reference scores)
-    assert {k: v for k, v in compared[0].items() if k != "files"} == {k: v for k, v in compared[1].items() if k != "files"}
+    for other in compared[1:]:
+        assert {k: v for k, v in compared[0].items() if k != "files"} == {k: v for k, v in other.items() if k != "files"}
 
     one = {k: v for k, v in env.items() if k != "SEEDS_rrope"}
     changed = step("run.sh", dict(one, WORK_DIR=str(elsewhere), ARCHS="rec=transformer", SEEDS="1", MAX_UPDATE="5"))

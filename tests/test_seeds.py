@@ -280,3 +280,84 @@ def test_every_system_after_the_first_carries_the_tests_over_seeds_and_the_first
     low, high = out["sys"]["chrf_interval"]
     assert low < out["sys"]["chrf"] - out["base"]["chrf"] < high
     assert all(out["base"][f"chrf_{k}"] is None for k in ("p", "interval", "welch", "permutation"))
+
+
+def test_the_interaction_of_two_differences_is_welchs_t_on_the_contrast_with_satterthwaite_df():
+    """(A - B) - (C - D) with A = (1, 2, 3), B = (5, 5, 5), C = (4, 4, 4), D = (2, 3, 4): contrast
+    (2 - 5) - (4 - 3) = -4; only A and D vary (variance 1, 3 seeds each), so se = sqrt(1/3 + 1/3) and the
+    Welch-Satterthwaite df = (2/3)^2 / ((1/3)^2 / 2 + (1/3)^2 / 2) = 4 exactly: p from t(4)'s closed form,
+    the interval -4 -+ t(4; 0.975) se. Weights (1, -1) are Welch's two-sample test (scipy's), unequal sizes
+    and variances included; a group of one seed or no spread anywhere: nothing to test."""
+    from fairseq_rope_cli.seeds import welch_contrast, welch_test
+
+    result = welch_contrast([[1, 2, 3], [5, 5, 5], [4, 4, 4], [2, 3, 4]], (1, -1, -1, 1))
+    se = (2 / 3) ** 0.5
+    assert result["difference"] == pytest.approx(-4, abs=1e-12)
+    assert result["t"] == pytest.approx(-4 / se, abs=1e-12) and result["df"] == pytest.approx(4, abs=1e-12)
+    assert result["p"] == pytest.approx(t4_two_sided(4 / se), abs=1e-12)
+    assert result["interval"] == pytest.approx([-4 - 2.7764451 * se, -4 + 2.7764451 * se], abs=1e-6)
+    a, b = [20.3, 21.1, 20.9, 20.5, 20.5], [17.7, 19.2, 19.1]
+    two = welch_contrast([a, b], (1, -1))
+    one = welch_test(a, b)
+    for key in ("difference", "t", "df", "p"):
+        assert two[key] == pytest.approx(one[key], rel=1e-12), key
+    assert two["interval"] == pytest.approx(one["interval"], rel=1e-12)
+    assert welch_contrast([[1, 2], [3], [1, 2], [3, 4]], (1, -1, -1, 1)) is None
+    assert welch_contrast([[1, 1], [3, 3], [2, 2], [4, 4]], (1, -1, -1, 1)) is None
+    with pytest.raises(ValueError, match="4 groups but 2 weights"):
+        welch_contrast([[1, 2]] * 4, (1, -1))
+
+
+def test_compare_tests_the_interaction_of_four_systems_over_their_seeds(tmp_path, capsys):
+    """fairseq-rope-compare --interaction A,B,C,D: the row gives (A - B) - (C - D) of the systems' mean
+    sacreBLEU (each seed's file scored by sacreBLEU), Welch's interval and two-sided p on the contrast;
+    an unknown name or a system of one seed is refused, naming the flag."""
+    import json
+
+    from scipy import stats
+
+    from fairseq_rope_cli import compare
+    from fairseq_rope_cli.common import InputError
+
+    src = ["the dog runs .", "the cat reads a book !", "42 red houses ?", "a house"]
+    refs = ["Der Hund läuft .", "Die Katze liest ein Buch !", "42 rote Häuser ?", "ein Haus"]
+    outputs = {"A": [["Der Hund läuft .", "Die Katze liest .", "42 Häuser ?", "ein Haus"],
+                     ["Ein Hund läuft .", "Die Katze liest ein Buch !", "rote Häuser", "Haus"],
+                     ["Der Hund läuft .", "Die Katze liest ein Buch !", "42 rote Häuser", "ein Haus"]],
+               "B": [["Der Hund .", "Katze Buch", "42 rote Häuser ?", "Haus"],
+                     ["Hund", "Die Katze liest ein Buch", "Häuser ?", "ein"]],
+               "C": [["Der Hund läuft .", "Die Katze liest ein Buch !", "42 Häuser ?", "Haus"],
+                     ["Der Hund .", "Die Katze liest ein Buch", "42 rote Häuser ?", "ein Haus"]],
+               "D": [["Der Hund läuft", "Katze liest ein Buch !", "rote Häuser ?", "ein Haus"],
+                     ["Die Hunde laufen .", "Die Katze liest !", "42 rote Häuser ?", "Haus"],
+                     ["Hund läuft .", "Katze", "42 ?", "ein Haus"]]}
+    (tmp_path / "src.en").write_text("".join(line + "\n" for line in src), encoding="utf-8")
+    (tmp_path / "ref.de").write_text("".join(line + "\n" for line in refs), encoding="utf-8")
+    argv = ["--src", str(tmp_path / "src.en"), "--ref", str(tmp_path / "ref.de"), "--bootstrap-samples", "20"]
+    for name, seeds in outputs.items():
+        for k, hyps in enumerate(seeds):
+            path = tmp_path / f"{name}{k}.de"
+            path.write_text("".join(line + "\n" for line in hyps), encoding="utf-8")
+            argv += ["--hyp", f"{name}={path}"]
+    compare.main(argv + ["--interaction", "A,B,C,D", "--out-json", str(tmp_path / "out.json")])
+    table = capsys.readouterr().out
+    bleu = {name: [BLEU().corpus_score(h, [refs]).score for h in seeds] for name, seeds in outputs.items()}
+    means = {name: float(np.mean(v)) for name, v in bleu.items()}
+    contrast = (means["A"] - means["B"]) - (means["C"] - means["D"])
+    parts = {name: np.var(v, ddof=1) / len(v) for name, v in bleu.items()}
+    se = sum(parts.values()) ** 0.5
+    df = sum(parts.values()) ** 2 / sum(parts[n] ** 2 / (len(bleu[n]) - 1) for n in bleu)
+    half = stats.t.ppf(0.975, df) * se
+    p = 2 * stats.t.sf(abs(contrast) / se, df)
+    row = next(line for line in table.splitlines() if line.startswith("| (A - B) - (C - D) |"))
+    assert row.split(" | ")[1] == f"{contrast:+.2f} [{contrast - half:+.2f}, {contrast + half:+.2f}], p={p:.3f} (df {df:.1f})"
+    saved = json.loads((tmp_path / "out.json").read_text())["interactions"][0]
+    assert saved["runs"] == ["A", "B", "C", "D"] and saved["bleu"]["difference"] == pytest.approx(contrast, abs=1e-9)
+    assert abs(contrast) > 1, "the four systems' differences are alike: the test cannot tell a sign error"
+    with pytest.raises(InputError, match="--interaction 'A,B,C,E': no run is named 'E'"):
+        compare.main(argv + ["--interaction", "A,B,C,E"])
+    with pytest.raises(InputError, match=r"--interaction takes four run names A,B,C,D .*, got 'A,B,C'$"):
+        compare.main(argv + ["--interaction", "A,B,C"])
+    one = argv[:argv.index(f"C={tmp_path / 'C1.de'}") - 1] + argv[argv.index(f"C={tmp_path / 'C1.de'}") + 1:]
+    with pytest.raises(InputError, match="run 'C' has one seed"):
+        compare.main(one + ["--interaction", "A,B,C,D"])

@@ -65,6 +65,16 @@ small_model() {
 --encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512 --encoder-attention-heads $1 --decoder-attention-heads $1"
 }
 
+# debian_test_parts RAW_DIR: the test set's parts, from debian_corpus.sh's report: "prose=1-1200 help=1201-2400"
+debian_test_parts() {
+  "$PYTHON" - "$1/report.json" "$(line_count "$1/test.$SRC")" <<'EOF'
+import json, sys
+starts = sorted((first, name) for name, first in json.load(open(sys.argv[1]))["test_lines"].items())
+ends = [first for first, _ in starts[1:]] + [int(sys.argv[2])]
+print(" ".join(f"{name.removeprefix('test_')}={first + 1}-{end}" for (first, name), end in zip(starts, ends)))
+EOF
+}
+
 # shell_quote ARG...: the arguments as one line that a shell reads back as the same words
 # (single quotes around any word with characters other than letters, digits and _./:=,+@%-)
 shell_quote() {

@@ -55,14 +55,7 @@ export RECORDS=${RECORDS-${OUT_DIR:-$WORK_DIR}/records/$NAME}
 export TITLE=${TITLE:-Debian manuals (real text), $HEADS heads of $((128 / HEADS)) channels}
 export TEST_SET=${TEST_SET:-"Debian documentation test pages (${RAW_DIR#"$REPO_ROOT"/}/test.{en,de}, $(line_count "$RAW_DIR/test.$SRC") sentences)"}
 need_file "$RAW_DIR/report.json" "the corpus report (debian_corpus.sh writes it)"
-# the test set's parts, from the corpus report: "prose=1-1200 help=1201-2400"
-TEST_PARTS=${TEST_PARTS:-$("$PYTHON" - "$RAW_DIR/report.json" "$(line_count "$RAW_DIR/test.$SRC")" <<'EOF'
-import json, sys
-starts = sorted((first, name) for name, first in json.load(open(sys.argv[1]))["test_lines"].items())
-ends = [first for first, _ in starts[1:]] + [int(sys.argv[2])]
-print(" ".join(f"{name.removeprefix('test_')}={first + 1}-{end}" for (first, name), end in zip(starts, ends)))
-EOF
-)}
+TEST_PARTS=${TEST_PARTS:-$(debian_test_parts "$RAW_DIR")}
 export TEST_PARTS
 log "real text: corpus $RAW_DIR, work dir $WORK_DIR, runs: $ARCHS, seeds $SEEDS${SEEDS_rpe_transformer:+ (rpe_transformer: $SEEDS_rpe_transformer)}, $HEADS heads; test parts: $TEST_PARTS"
 
