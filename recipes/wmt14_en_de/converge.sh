@@ -67,7 +67,7 @@ flat_dir=$WORK_DIR/tune/flat
 # converge_one SYSTEM: trained from $floor (or the budget it reached, if more) CONVERGE_STEP more at a time
 # until its valid loss is flat; that budget in $flat_dir/SYSTEM ("none": not flat by CONVERGE_MAX)
 converge_one() {
-  local name=$1 dir="$WORK_DIR/checkpoints/${1}_seed$FIRST_SEED" budget=$floor reached check status
+  local name=$1 dir="$WORK_DIR/checkpoints/${1}_seed$FIRST_SEED" budget=$floor reached check status line
   reached=$(sed -n 's/^MAX_UPDATE=//p' "$dir/.done" 2>/dev/null || true)
   [ -z "$reached" ] || [ "$reached" -le "$budget" ] || budget=$reached
   while [ "$budget" -le "$CONVERGE_MAX" ]; do
