@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -973,7 +974,7 @@ def test_head_size_tables_the_interaction_of_ropes_lead_and_the_head_size_from_t
     (raw / "test.en").write_text("".join(f"{line}\n" for line in src), encoding="utf-8")
     (raw / "test.de").write_text("".join(f"{line}\n" for line in ref), encoding="utf-8")
     (raw / "report.json").write_text(json.dumps({"test_lines": {"test_prose": 0, "test_help": 4}}))
-    rng = __import__("random").Random(3)
+    rng = random.Random(3)
     drop = {("transformer", 2): 0.5, ("rope_transformer", 2): 0.3, ("transformer", 4): 0.45, ("rope_transformer", 4): 0.1}
     hyps = {}
     for (system, heads), rate in drop.items():
