@@ -367,7 +367,7 @@ def render_interactions(found):
         for m in measures:
             test, digits = entry[m], 3 if m == "nll" else 2
             cells.append("–" if test is None else f"{test['difference']:+.{digits}f} "
-                         f"{_signed_interval(test['interval'], digits)}, p={test['p']:.3f} (df {test['df']:.1f})")
+                         f"{_signed_interval(test['interval'], digits)}, {p_value(test['p'])} (df {test['df']:.1f})")
         lines.append(f"| ({a} - {b}) - ({c} - {d}) | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

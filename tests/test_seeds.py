@@ -361,3 +361,18 @@ def test_compare_tests_the_interaction_of_four_systems_over_their_seeds(tmp_path
     one = argv[:argv.index(f"C={tmp_path / 'C1.de'}") - 1] + argv[argv.index(f"C={tmp_path / 'C1.de'}") + 1:]
     with pytest.raises(InputError, match="run 'C' has one seed"):
         compare.main(one + ["--interaction", "A,B,C,D"])
+
+
+def test_the_interaction_table_writes_a_p_below_0001_as_p_less_than_0001_like_every_other_table():
+    """A contrast's p under 0.0005 reads "p<0.001" (as in the seed tables), never a rounded "p=0.000"; others keep
+    three decimals."""
+    from fairseq_rope_cli import compare
+
+    def test(p):
+        return {"difference": 1.69, "interval": [0.92, 2.45], "p": p, "df": 13.2}
+
+    table = compare.render_interactions([{"runs": ["A", "B", "C", "D"], "bleu": test(0.0002), "chrf": test(0.0123),
+                                          "nll": None}])
+    row = next(line for line in table.splitlines() if line.startswith("| (A - B) - (C - D) |"))
+    assert row.split(" | ")[1:] == ["+1.69 [+0.92, +2.45], p<0.001 (df 13.2)", "+1.69 [+0.92, +2.45], p=0.012 (df 13.2)",
+                                    "– |"]
