@@ -354,6 +354,8 @@ def interaction(res, names):
 
 
 def render_interactions(found):
+    from .seeds import p_value
+
     lines = ["", "Interactions over seeds: the contrast (A - B) - (C - D) of the four systems' means, its 95% "
                  "interval and the two-sided p of Welch's t on it (each system's own variance, Welch-Satterthwaite "
                  "degrees of freedom; fairseq_rope_cli/seeds.py's welch_contrast); –: no spread to test.", ""]
@@ -404,11 +406,6 @@ def best_above(src, refs, runs, words):
 # --------------------------------------------------------------------------- outputs
 
 
-def p_value(p):
-    """"p=0.012"; below 0.001 "p<0.001" (a rounded 0.000 would read as no chance at all)."""
-    return "p<0.001" if p < 0.0005 else f"p={p:.3f}"
-
-
 def _signed_interval(interval, digits=2):
     return f"[{interval[0]:+.{digits}f}, {interval[1]:+.{digits}f}]"
 
@@ -419,7 +416,7 @@ def score_cell(scores, name, metric, first, n_samples, ci=False, test=True):
     Welch's over the seeds where both runs have two or more, else the bootstrap's; with ``test``, the
     two-sided p over seeds (Welch's), or with one seed sacreBLEU's bootstrap p). The test NLL with three
     decimals, the scores with two."""
-    from .seeds import p_text
+    from .seeds import p_text, p_value
 
     s, digits = scores[name], 3 if metric == "nll" else 2
     text = f"{s[metric]:.{digits}f}"
@@ -444,7 +441,7 @@ def score_cell(scores, name, metric, first, n_samples, ci=False, test=True):
 def _tests_table(res, first):
     """Every test of every run against the first, overall, as rows: difference, Welch's interval and p,
     the exact permutation p and its floor, the bootstrap's interval and p."""
-    from .seeds import p_text
+    from .seeds import p_text, p_value
 
     lines = ["| Run | metric | difference | 95% CI (Welch, seeds) | p (Welch, two-sided) | p (exact permutation, "
              "two-sided; floor) | 95% interval (bootstrap) | p (bootstrap, sacreBLEU's) |",

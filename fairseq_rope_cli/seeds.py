@@ -213,10 +213,16 @@ def compare_seeds(systems: List[tuple], references: Sequence[str], metrics: Dict
     return out
 
 
+def p_value(p: float) -> str:
+    """A p-value as the tables write it: "p=0.012"; below 0.0005 "p<0.001" (a rounded 0.000 would read as no
+    chance at all)."""
+    return "p<0.001" if p < 0.0005 else f"p={p:.3f}"
+
+
 def p_text(p: float, n_samples: int) -> str:
-    """A p-value as the tables write it: "p=0.012"; at the test's floor, where no resample is as extreme
-    as the observed difference and the bootstrap cannot give less than 1/(n_samples + 1), "p=1/1001 (floor)"
-    rather than a rounded 0.001 that reads as a measured value."""
+    """A resampling test's p-value: as p_value writes it, but at the test's floor, where no resample is as
+    extreme as the observed difference and the bootstrap cannot give less than 1/(n_samples + 1),
+    "p=1/1001 (floor)" rather than a rounded 0.001 that reads as a measured value."""
     if abs(p - 1 / (n_samples + 1)) < 1e-12:
         return f"p=1/{n_samples + 1} (floor)"
-    return f"p={p:.3f}"
+    return p_value(p)

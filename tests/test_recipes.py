@@ -875,6 +875,28 @@ def test_tune_chooses_each_systems_lowest_valid_loss_from_its_own_grid(recipe, t
     assert step("tune.sh", env).stdout.count("already trained") == 8
 
 
+def test_tune_with_heads_trains_the_comparisons_model_with_that_many_heads_and_refuses_a_head_count_not_dividing_128(
+        recipe, tmp_path):
+    """HEADS=4 without MODEL_ARGS: the point trains the real-text study's model (2+2 layers, dimension 128, FFN 512)
+    with 4 heads a layer, as the checkpoint fairseq saved says; a HEADS that does not divide 128, or is no number,
+    stops before training with an error naming HEADS and the value."""
+    env = {k: v for k, v in recipe["env"].items() if k not in ("EXTRA_TRAIN_ARGS", "MODEL_ARGS")}
+    env.update(WORK_DIR=str(tmp_path / "work"), DATA_BIN=str(recipe["work"] / "data-bin"), ARCHS="rope_transformer",
+               TUNE_LRS="1e-3", TUNE_WARMUPS="1", TUNE_UPDATES="1", SAVE_INTERVAL_UPDATES="1", OUT_DIR=str(tmp_path),
+               NAME="heads", HEADS="4")
+    step("tune.sh", env)
+    from fairseq_rope_checkpoints import load_checkpoint
+
+    point = tmp_path / "work" / "tune" / "checkpoints" / "rope_transformer_lr1e-3_wu1"
+    model = load_checkpoint(str(point / "checkpoint_last.pt"))["cfg"]["model"]
+    assert (model.encoder_attention_heads, model.decoder_attention_heads) == (4, 4)
+    assert (model.encoder_layers, model.decoder_layers, model.encoder_embed_dim, model.decoder_ffn_embed_dim) == (2, 2, 128, 512)
+    for bad in ("3", "0", "four", "256"):
+        proc = step("tune.sh", dict(env, HEADS=bad, WORK_DIR=str(tmp_path / f"bad{bad}")), ok=False)
+        assert f"HEADS must be a whole number that divides the model dimension 128 (1, 2, 4, ..., 128), got '{bad}'" in proc.stderr
+        assert not (tmp_path / f"bad{bad}" / "tune").exists()
+
+
 def test_tune_refuses_a_point_not_trained_to_the_budget(recipe):
     work = recipe["work"]
     point = next((work / "tune" / "checkpoints").glob("transformer_lr*"))

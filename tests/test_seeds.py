@@ -161,6 +161,16 @@ def test_a_p_value_at_the_tests_floor_is_written_as_the_floor():
     assert p_text(1 / 101, 100) == "p=1/101 (floor)" and p_text(1 / 1001, 100) == "p=0.001"
 
 
+def test_a_bootstrap_p_under_0001_above_its_floor_is_written_p_less_than_0001_not_p_0000():
+    """With more resamples the floor falls below 0.0005: a p between it and 0.0005 is written as every other
+    table writes it, "p<0.001", never a rounded "p=0.000"; 0.0005 and above keep three decimals."""
+    from fairseq_rope_cli.seeds import p_text
+
+    assert p_text(3 / 10001, 10000) == "p<0.001"
+    assert p_text(1 / 10001, 10000) == "p=1/10001 (floor)"
+    assert p_text(6 / 10001, 10000) == "p=0.001" and p_text(0.0004999, 100000) == "p<0.001"
+
+
 def t4_two_sided(t):
     """The two-sided tail of Student's t with 4 degrees of freedom, in closed form:
     F(t) = 1/2 + 3/8 u (1 - u^2 / 3) with u = t / sqrt(4 + t^2) * 2 (so that u = sin of the angle), i.e.

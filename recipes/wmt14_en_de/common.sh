@@ -41,6 +41,11 @@ need_int() {
 need_num() {
   [[ "$2" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "$1 must be a number, got '$2'"
 }
+# need_heads VALUE: HEADS, the attention heads of small_model, must divide its dimension 128
+need_heads() {
+  [[ "$1" =~ ^[1-9][0-9]*$ ]] && [ $((128 % $1)) -eq 0 ] \
+    || die "HEADS must be a whole number that divides the model dimension 128 (1, 2, 4, ..., 128), got '$1'"
+}
 # one_of NAME VALUE CHOICE...
 one_of() {
   local name=$1 value=$2; shift 2

@@ -15,8 +15,10 @@
 #   TUNE_UPDATES  2000 updates of TOKENS_PER_UPDATE target tokens (the same budget for every point)
 #   PARALLEL_RUNS 2 runs at once, THREADS_PER_RUN 1 thread each
 #   OUT_DIR       $WORK_DIR (OUT_DIR=docs writes the committed table); NAME debian
-# and train.sh's knobs, the same for every point (MODEL_ARGS as the comparison's: 2+2 layers,
-# dimension 128, FFN 512, 2 heads of 64 channels, the paper's head size). Each point is resumable
+#   HEADS         2 attention heads of 64 channels (the paper's head size) in the comparison's model:
+#                 2+2 layers, dimension 128, FFN 512; HEADS=4 tunes its 4-head study (32 channels a head)
+#   MODEL_ARGS    that model's fairseq-train flags; given, they replace it (and HEADS is unused)
+# and train.sh's knobs, the same for every point. Each point is resumable
 # (train.sh continues from its last checkpoint) and skipped once trained.
 set -euo pipefail
 export WORK_DIR=${WORK_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/work/debian}
@@ -32,7 +34,9 @@ THREADS_PER_RUN=${THREADS_PER_RUN:-1}
 OUT_DIR=${OUT_DIR:-$WORK_DIR}
 NAME=${NAME:-debian}
 DATA_BIN=${DATA_BIN:-$WORK_DIR/data-bin}
-MODEL_ARGS=${MODEL_ARGS:-$(small_model 2)}
+HEADS=${HEADS:-2}
+need_heads "$HEADS"
+MODEL_ARGS=${MODEL_ARGS:-$(small_model "$HEADS")}
 export EXTRA_TRAIN_ARGS="$MODEL_ARGS${EXTRA_TRAIN_ARGS:+ $EXTRA_TRAIN_ARGS}"
 export TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-2000}
 export MAX_TOKENS_PER_GPU=${MAX_TOKENS_PER_GPU:-2000}
