@@ -897,6 +897,15 @@ def test_tune_with_heads_trains_the_comparisons_model_with_that_many_heads_and_r
         assert not (tmp_path / f"bad{bad}" / "tune").exists()
 
 
+@pytest.mark.parametrize("heads", ["3", "0", "four", "256"])
+def test_debian_comparison_refuses_a_head_count_not_dividing_128_before_building_anything(tmp_path, heads):
+    env = recipe_env(tmp_path / "work", HEADS=heads, CORPUS_WORK_DIR=tmp_path / "corpus", RAW_OUT=tmp_path / "corpus" / "raw")
+    proc = step("debian_comparison.sh", env, ok=False, timeout=120)
+    assert (f"[debian_comparison] ERROR: HEADS must be a whole number that divides the model dimension 128 "
+            f"(1, 2, 4, ..., 128), got '{heads}'") in proc.stderr
+    assert not (tmp_path / "work").exists() and not (tmp_path / "corpus").exists()
+
+
 def test_tune_refuses_a_point_not_trained_to_the_budget(recipe):
     work = recipe["work"]
     point = next((work / "tune" / "checkpoints").glob("transformer_lr*"))

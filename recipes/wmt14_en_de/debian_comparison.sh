@@ -29,10 +29,10 @@
 # OUT_DIR=docs trains only the runs that docs/records/debian does not hold.
 set -euo pipefail
 HEADS=${HEADS:-2}
-[[ "$HEADS" =~ ^[1-9][0-9]*$ ]] && [ $((128 % HEADS)) -eq 0 ] || { echo "HEADS must divide 128, got '$HEADS'" >&2; exit 1; }
-default_work=work/debian$([ "$HEADS" -eq 2 ] || echo "_heads$HEADS")
+default_work=work/debian$([ "$HEADS" = 2 ] || echo "_heads$HEADS")
 export WORK_DIR=${WORK_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/$default_work}
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+need_heads "$HEADS"
 
 # the corpus is built once, in work/debian, whatever the study's WORK_DIR
 export RAW_OUT=${RAW_OUT:-$REPO_ROOT/work/debian/raw}
