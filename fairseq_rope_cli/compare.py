@@ -438,6 +438,12 @@ def score_cell(scores, name, metric, first, n_samples, ci=False, test=True):
     return text + f" ({', '.join(parts)})"
 
 
+def _floor_text(floor):
+    """The exact permutation test's floor, 2 / C(n_a + n_b, n_a): three decimals, or two significant digits below
+    0.0005, where many seeds take it (8 + 8: 0.00016) and three decimals would read 0.000."""
+    return f"{floor:.3f}" if floor >= 0.0005 else f"{floor:.2g}"
+
+
 def _tests_table(res, first):
     """Every test of every run against the first, overall, as rows: difference, Welch's interval and p,
     the exact permutation p and its floor, the bootstrap's interval and p."""
@@ -456,7 +462,7 @@ def _tests_table(res, first):
                 f"| {name}", label, f"{s[metric] - res['overall'][first][metric]:+.{digits}f}",
                 _signed_interval(welch["interval"], digits) if welch else "–",
                 p_value(welch["p"])[1:].lstrip("=") if welch else "–",
-                f"{perm['p']:.3f} ({perm['floor']:.3f})" if perm else "–",
+                f"{p_value(perm['p'])[1:].lstrip('=')} ({_floor_text(perm['floor'])})" if perm else "–",
                 _signed_interval(s[f"{metric}_interval"]) if s[f"{metric}_interval"] else "–",
                 p_text(s[f"{metric}_p"], res["bootstrap_samples"]) if s[f"{metric}_p"] is not None else "–"]) + " |")
     return lines

@@ -386,3 +386,35 @@ def test_the_interaction_table_writes_a_p_below_0001_as_p_less_than_0001_like_ev
     row = next(line for line in table.splitlines() if line.startswith("| (A - B) - (C - D) |"))
     assert row.split(" | ")[1:] == ["+1.69 [+0.92, +2.45], p<0.001 (df 13.2)", "+1.69 [+0.92, +2.45], p=0.012 (df 13.2)",
                                     "– |"]
+
+
+def test_with_eight_seeds_a_side_the_exact_permutation_cell_writes_p_below_0001_and_its_floor_not_0000(tmp_path):
+    """fairseq-rope-compare with 8 + 8 seeds, every seed of one system above every seed of the other: the exact
+    permutation p is its floor, 2 / C(16, 8) = 0.000155, which the tests table writes as "<0.001 (0.00016)"
+    (three decimals would write "0.000 (0.000)"); Welch's p of a gap this clear is "<0.001" too."""
+    import math
+
+    from conftest import run_tool
+
+    words = "the daemon runs every night and writes its log to the disk".split()
+    refs = [" ".join(words[i:] + words[:i]) for i in range(12)]
+    (tmp_path / "src.en").write_text("".join(f"source sentence {i} of the test set\n" for i in range(12)))
+    (tmp_path / "ref.de").write_text("".join(r + "\n" for r in refs))
+    args = ["--src", str(tmp_path / "src.en"), "--ref", str(tmp_path / "ref.de")]
+    for system, damaged in (("base", 6), ("better", 1)):
+        for seed in range(8):
+            hyps = []
+            for i, ref in enumerate(refs):
+                tokens = ref.split()
+                for k in range(damaged + (i + seed) % 2):  # seeds differ, every "better" one above every "base" one
+                    tokens[(3 * k + seed) % len(tokens)] = f"x{k}"
+                hyps.append(" ".join(tokens))
+            path = tmp_path / f"{system}{seed}.de"
+            path.write_text("".join(h + "\n" for h in hyps))
+            args += ["--hyp", f"{system}={path}"]
+    run_tool("fairseq-rope-compare", *args, "--bootstrap-samples", "100", "--out-md", str(tmp_path / "cmp.md"))
+    rows = [line.split(" | ") for line in (tmp_path / "cmp.md").read_text().splitlines()
+            if line.startswith("| better | BLEU |") or line.startswith("| better | chrF |")]
+    assert len(rows) == 2 and 2 / math.comb(16, 8) < 0.0005
+    for row in rows:
+        assert row[4] == "<0.001" and row[5] == "<0.001 (0.00016)", row
