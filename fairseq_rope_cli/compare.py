@@ -447,7 +447,7 @@ def _floor_text(floor):
 def _tests_table(res, first):
     """Every test of every run against the first, overall, as rows: difference, Welch's interval and p,
     the exact permutation p and its floor, the bootstrap's interval and p."""
-    from .seeds import p_text, p_value
+    from .seeds import p_number, p_text
 
     lines = ["| Run | metric | difference | 95% CI (Welch, seeds) | p (Welch, two-sided) | p (exact permutation, "
              "two-sided; floor) | 95% interval (bootstrap) | p (bootstrap, sacreBLEU's) |",
@@ -461,8 +461,8 @@ def _tests_table(res, first):
             lines.append(" | ".join([
                 f"| {name}", label, f"{s[metric] - res['overall'][first][metric]:+.{digits}f}",
                 _signed_interval(welch["interval"], digits) if welch else "–",
-                p_value(welch["p"])[1:].lstrip("=") if welch else "–",
-                f"{p_value(perm['p'])[1:].lstrip('=')} ({_floor_text(perm['floor'])})" if perm else "–",
+                p_number(welch["p"]) if welch else "–",
+                f"{p_number(perm['p'])} ({_floor_text(perm['floor'])})" if perm else "–",
                 _signed_interval(s[f"{metric}_interval"]) if s[f"{metric}_interval"] else "–",
                 p_text(s[f"{metric}_p"], res["bootstrap_samples"]) if s[f"{metric}_p"] is not None else "–"]) + " |")
     return lines

@@ -213,10 +213,16 @@ def compare_seeds(systems: List[tuple], references: Sequence[str], metrics: Dict
     return out
 
 
+def p_number(p: float) -> str:
+    """A p-value as a table's p column writes it: "0.012"; below 0.0005 "<0.001" (a rounded 0.000 would read as
+    no chance at all)."""
+    return "<0.001" if p < 0.0005 else f"{p:.3f}"
+
+
 def p_value(p: float) -> str:
-    """A p-value as the tables write it: "p=0.012"; below 0.0005 "p<0.001" (a rounded 0.000 would read as no
-    chance at all)."""
-    return "p<0.001" if p < 0.0005 else f"p={p:.3f}"
+    """A p-value in running text: "p=0.012", "p<0.001"."""
+    number = p_number(p)
+    return "p" + (number if number.startswith("<") else "=" + number)
 
 
 def p_text(p: float, n_samples: int) -> str:
