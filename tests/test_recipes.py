@@ -209,6 +209,26 @@ def test_named_runs_carry_their_own_flags(recipe):
                [("transformer", "transformer"), ("learned", "transformer"), ("rpe_keys", "rpe_transformer")])
 
 
+def test_a_run_whose_training_fails_among_parallel_runs_is_not_averaged_evaluated_or_recorded(recipe, tmp_path):
+    """run.sh with PARALLEL_RUNS=2 and RECORDS: a run whose training fails stops there (bash ignores set -e in a
+    function called under ||, and such a run went on to average, evaluate and record what its folder held); the
+    other run finishes, and the recipe then stops with an error naming the failed run and where its log is."""
+    records = tmp_path / "records"
+    env = dict(recipe["env"], ARCHS="pgood=transformer pbad=rope_transformer", ARGS_pbad="--rope-dim 3",
+               PARALLEL_RUNS="2", RECORDS=str(records))
+    proc = step("run.sh", env, ok=False)
+    work, runs = recipe["work"], proc.stdout  # (each run's lines, prefixed by its name)
+    assert f"{{pbad}} [train] ERROR: training pbad failed: see {work}/checkpoints/pbad/train.log" in runs
+    assert (f"[run] ERROR: failed: pbad (see the lines prefixed by their names above, and "
+            f"{work}/checkpoints/<run>/train.log)") in proc.stderr
+    after = [line for line in runs.splitlines() if line.startswith("{pbad}")]
+    assert f"{{pbad}} [fairseq-rope-record] {records}/pbad: no record" in after  # (looked for before training)
+    assert not any(step_name in line for line in after for step_name in ("=== train pbad", "[average]", "[evaluate]",
+                                                                         ": saved (")), after[-10:]
+    assert not (work / "eval" / "pbad").exists() and not (records / "pbad").exists()
+    assert (records / "pgood" / "record.json").exists() and "=== results" not in proc.stderr + runs
+
+
 def test_figures_compare_named_runs_against_the_first(recipe, tmp_path):
     """sample_figures.sh (what sample_comparison.sh runs) with named runs: the comparison table has a
     row per run with its p-value against the first run, and the figures are written under NAME; with

@@ -132,20 +132,21 @@ json_field() {
   "$PYTHON" -c 'import json, sys; v = json.load(sys.stdin)[sys.argv[1]]; print("" if v is None else v)' "$1"
 }
 
-# in_parallel N FUNCTION NAME...: FUNCTION NAME for every NAME, at most N at once (each in a subshell,
-# its lines prefixed by {NAME}); the NAMEs that failed in the array FAILED, status 1 if there are any
+# in_parallel N FUNCTION LOGS NAME...: FUNCTION NAME for every NAME, at most N at once (each in a subshell,
+# its lines prefixed by {NAME}); when any fails, stops the recipe naming them and LOGS (where their logs are).
+# A command of its own, never under || or if: there bash ignores set -e inside FUNCTION too, and a failed
+# step (a training) would not stop its run (the next steps would work on what an earlier run left).
 in_parallel() {
-  local limit=$1 function=$2 name i
-  shift 2
-  local pids=() names=()
-  FAILED=()
+  local limit=$1 function=$2 logs=$3 name i
+  shift 3
+  local pids=() names=() failed=()
   for name in "$@"; do
     while [ "$(jobs -rp | wc -l)" -ge "$limit" ]; do sleep 1; done
     ( "$function" "$name" 2>&1 | sed -u "s/^/{$name} /" ) &
     pids+=($!) names+=("$name")
   done
-  for i in "${!pids[@]}"; do wait "${pids[$i]}" || FAILED+=("${names[$i]}"); done
-  [ ${#FAILED[@]} -eq 0 ]
+  for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed+=("${names[$i]}"); done
+  [ ${#failed[@]} -eq 0 ] || die "failed: ${failed[*]} (see the lines prefixed by their names above${logs:+, and $logs})"
 }
 
 # chosen_lenpen RUN: the length penalty run.sh chose on valid BLEU for RUN ($WORK_DIR/eval/RUN/lenpen.env,

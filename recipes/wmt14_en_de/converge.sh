@@ -90,7 +90,7 @@ floor=$CONVERGE_START
 while :; do
   rm -rf "$flat_dir" && mkdir -p "$flat_dir"
   log "every system (the first seed of ${names[*]}) from $floor updates on, until its valid loss is flat"
-  in_parallel "$PARALLEL_RUNS" converge_one "${names[@]}" || die "failed: ${FAILED[*]} (see the {system}-prefixed lines above)"
+  in_parallel "$PARALLEL_RUNS" converge_one "" "${names[@]}"
   budgets=()
   for name in "${names[@]}"; do budgets+=("$(cat "$flat_dir/$name")"); done
   [[ " ${budgets[*]} " != *" none "* ]] || die "not flat by CONVERGE_MAX=$CONVERGE_MAX updates: ${names[*]} reached ${budgets[*]} (see $report.tmp); raise it"

@@ -180,8 +180,7 @@ if [ "$PARALLEL_RUNS" -le 1 ]; then
 else
   log "running up to $PARALLEL_RUNS runs at once, $THREADS_PER_RUN thread(s) each; lines are prefixed by run"
   threaded_model() { model "$1" OMP_NUM_THREADS="$THREADS_PER_RUN" MKL_NUM_THREADS="$THREADS_PER_RUN"; }
-  in_parallel "$PARALLEL_RUNS" threaded_model "${runs[@]}" \
-    || die "failed: ${FAILED[*]} (see the {run}-prefixed lines above and $WORK_DIR/checkpoints/<run>/train.log)"
+  in_parallel "$PARALLEL_RUNS" threaded_model "$WORK_DIR/checkpoints/<run>/train.log" "${runs[@]}"
 fi
 log "=== results ($WORK_DIR/results.md) ==="
 fairseq-rope-results "${results[@]}" --baseline "$BASELINE" --output "$WORK_DIR/results.md"

@@ -80,8 +80,7 @@ for point in "${points[@]}"; do
 done
 # shellcheck disable=SC2086
 train_named() { train_point ${point_of[$1]}; }
-in_parallel "$PARALLEL_RUNS" train_named "${names[@]}" \
-  || die "failed: ${FAILED[*]} (see the {point}-prefixed lines above and $WORK_DIR/tune/checkpoints/<point>/train.log)"
+in_parallel "$PARALLEL_RUNS" train_named "$WORK_DIR/tune/checkpoints/<point>/train.log" "${names[@]}"
 
 runs=()
 for point in "${points[@]}"; do
