@@ -13,6 +13,10 @@ the test NLL), the length penalty chosen on valid (lenpen.env) and the valid res
 and the result, hypotheses and reference scores of each --also-eval folder (another evaluation of the
 run's model, under also/<its name>);
 and record.json: the settings, the machine, the library versions, the commit and each file's sha256.
+The train.log and the reference scores, most of a record's bytes, are kept gzipped (train.log.gz,
+score_reference.out.gz; fairseq-rope-compare and fairseq-rope-score read them so), so that records
+committed beside the code stay small enough to travel with it; restore writes train.log back as text, and
+restores records saved before that (train.log, score_reference.out) as they are.
 
 The settings of a run are train.sh's (--settings: NAME=value lines, as PRINT_SETTINGS=1 train.sh prints
 them), where the data-bin's path (DATA_BIN=) is replaced by the sha256 of the binarized data and the
@@ -23,6 +27,7 @@ nothing and exits with status 3, so that the run is trained. save writes the rec
 """
 
 import glob
+import gzip
 import hashlib
 import json
 import os
@@ -134,6 +139,12 @@ def reference_scores_lines(path):
         return [line for line in f if line.startswith("P-")]
 
 
+def write_gzip(path, data: bytes):
+    """data gzipped into path, atomically; the same bytes give the same file (no name or time in the header)."""
+    with atomic_output(path, "wb") as f:
+        f.write(gzip.compress(data, compresslevel=9, mtime=0))
+
+
 def save_result(eval_dir, out):
     """An evaluation folder's result.json into the folder out, with the files it names that a record keeps
     (their paths then relative to out)."""
@@ -146,8 +157,8 @@ def save_result(eval_dir, out):
         if result.get(key):
             name = os.path.basename(result[key])
             if key == "reference_scores":
-                with atomic_output(os.path.join(out, name)) as f:
-                    f.writelines(reference_scores_lines(result[key]))
+                name = name if name.endswith(".gz") else name + ".gz"
+                write_gzip(os.path.join(out, name), "".join(reference_scores_lines(result[key])).encode("utf-8"))
             else:
                 shutil.copyfile(result[key], os.path.join(out, name))
             result[key] = name
@@ -187,7 +198,8 @@ def save(args, settings):
     tmp = args.record.rstrip("/") + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    shutil.copyfile(os.path.join(args.checkpoints, "train.log"), os.path.join(tmp, "train.log"))
+    with open(os.path.join(args.checkpoints, "train.log"), "rb") as f:
+        write_gzip(os.path.join(tmp, "train.log.gz"), f.read())
     with atomic_output(os.path.join(tmp, "done")) as f:
         f.write(done)
     save_result(args.eval, tmp)
@@ -233,7 +245,12 @@ def restore(args, settings):
         if not os.path.isfile(os.path.join(args.record, also_name(eval_dir), "result.json")):
             raise InputError(PROG, f"--also-eval {eval_dir}: {args.record} holds no {also_name(eval_dir)}")
     os.makedirs(args.checkpoints, exist_ok=True)
-    shutil.copyfile(os.path.join(args.record, "train.log"), os.path.join(args.checkpoints, "train.log"))
+    if os.path.isfile(os.path.join(args.record, "train.log.gz")):
+        with gzip.open(os.path.join(args.record, "train.log.gz"), "rb") as f, \
+                atomic_output(os.path.join(args.checkpoints, "train.log"), "wb") as out:
+            shutil.copyfileobj(f, out)
+    else:  # (a record saved before train.log was kept gzipped)
+        shutil.copyfile(os.path.join(args.record, "train.log"), os.path.join(args.checkpoints, "train.log"))
     with open(args.settings, encoding="utf-8") as f:
         current = f.read()
     for name in (".settings", ".done"):  # the settings as train.sh computes them here (its data-bin's path)

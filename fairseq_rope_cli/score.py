@@ -25,6 +25,7 @@ Steps:
      written atomically.
 """
 
+import gzip
 import json
 import os
 import re
@@ -70,22 +71,28 @@ def read_hypotheses(generate_output, n_ref, ref_path):
 
 def read_reference_scores(path, n_ref, ref_path, prog=PROG):
     """The per-sentence scores of fairseq-generate --score-reference (its "P-<id>" lines: the log2
-    probability of each target token), sorted by id: [(sum of log2 probabilities, tokens)]. Checks the
-    count and the ids as read_hypotheses does."""
+    probability of each target token), sorted by id: [(sum of log2 probabilities, tokens)]; a path ending
+    in .gz is read gzipped (as fairseq-rope-record keeps them). Checks the count and the ids as
+    read_hypotheses does."""
+    try:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+            lines = list(f)
+    except (OSError, EOFError, UnicodeDecodeError) as error:
+        raise InputError(prog, f"{path}: cannot read it ({error}); expected fairseq-generate --score-reference's "
+                               "output, as text or gzipped (.gz)") from None
     scores = {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.startswith("P-"):
-                continue
-            head, _, values = line.rstrip("\n").partition("\t")
-            try:
-                idx, log_probs = int(head[2:]), [float(v) for v in values.split()]
-            except ValueError:
-                raise InputError(prog, f"{path}, line {number}: expected 'P-<id><TAB><log2 probabilities>', "
-                                 f"got {line[:80]!r}")
-            if idx in scores:
-                raise InputError(prog, f"sentence id {idx} appears twice in {path}")
-            scores[idx] = (sum(log_probs), len(log_probs))
+    for number, line in enumerate(lines, 1):
+        if not line.startswith("P-"):
+            continue
+        head, _, values = line.rstrip("\n").partition("\t")
+        try:
+            idx, log_probs = int(head[2:]), [float(v) for v in values.split()]
+        except ValueError:
+            raise InputError(prog, f"{path}, line {number}: expected 'P-<id><TAB><log2 probabilities>', "
+                             f"got {line[:80]!r}")
+        if idx in scores:
+            raise InputError(prog, f"sentence id {idx} appears twice in {path}")
+        scores[idx] = (sum(log_probs), len(log_probs))
     if sorted(scores) != list(range(n_ref)):
         raise InputError(prog, f"{path} scores {len(scores)} sentences (ids {min(scores, default='-')}.."
                          f"{max(scores, default='-')}) but {ref_path} has {n_ref} lines: expected the stdout of "
@@ -156,8 +163,8 @@ def main(argv=None):
                     help="document id of each reference line: also document-level BLEU (d-BLEU: sacreBLEU over "
                          "each document's hypotheses and references joined by spaces)")
     ap.add_argument("--reference-scores", metavar="FILE",
-                    help="stdout of fairseq-generate --score-reference on the same test set: the result gets "
-                         "test_nll (fairseq's nll_loss on the test set, bits per target token)")
+                    help="stdout of fairseq-generate --score-reference on the same test set (or it gzipped, "
+                         "FILE.gz): the result gets test_nll (fairseq's nll_loss on the test set, bits per target token)")
     args = ap.parse_args(argv)
     extra = extra_fields(args)
     for flag, path in (("--generate-output", args.generate_output), ("--ref", args.ref),

@@ -1,5 +1,6 @@
 """The WMT14 En-De recipe's shell steps, run for real on tiny data (CPU, a few updates)."""
 
+import gzip
 import hashlib
 import json
 import os
@@ -1109,10 +1110,11 @@ def test_rope_auto_translates_every_rope_run_again_with_its_training_length_as_a
 
 def test_a_finished_run_is_kept_as_a_record_and_restored_elsewhere_without_training(recipe, tmp_path):
     """run.sh with RECORDS: every finished run is saved as a record (no checkpoints; the result's paths
-    relative to it; the reference scores' P- lines); a fresh work folder (another machine: its own
-    prepare.sh) restores each run from its record instead of training it, and gives the same table and test
-    NLL (with ROPE_AUTO, the RoPE run's second translation too); a changed setting trains the run again; a
-    record whose files changed is refused, naming the file."""
+    relative to it; the reference scores' P- lines and the train.log gzipped); a fresh work folder (another
+    machine: its own prepare.sh) restores each run from its record instead of training it, and gives the same
+    train.log, table and test NLL (with ROPE_AUTO, the RoPE run's second translation too); a record saved
+    before the gzipped files (train.log, score_reference.out as text) is restored the same; a changed setting
+    trains the run again; a record whose files changed is refused, naming the file."""
     records = tmp_path / "records"
     env = dict(recipe["env"], ARCHS="rec=transformer rrope=rope_transformer", SEEDS="1 2", SEEDS_rrope="1",
                LENPENS="0.6 1.0", PARALLEL_RUNS="1", ROPE_AUTO="1", RECORDS=str(records))
@@ -1128,10 +1130,14 @@ def test_a_finished_run_is_kept_as_a_record_and_restored_elsewhere_without_train
         assert record["machine"]["cpu"] and record["machine"]["torch"] == __import__("torch").__version__
         assert not list((records / run).glob("*.pt"))
         result = json.loads((records / run / "result.json").read_text())
-        assert (result["hyps_detok"], result["reference_scores"]) == ("hyps.detok.de", "score_reference.out")
+        assert (result["hyps_detok"], result["reference_scores"]) == ("hyps.detok.de", "score_reference.out.gz")
         assert lines(records / run / "hyps.detok.de") == lines(work / "eval" / run / "hyps.detok.de")
-        scores = lines(records / run / "score_reference.out")
+        scores = gzip.decompress((records / run / "score_reference.out.gz").read_bytes()).decode().splitlines()
         assert len(scores) == len(lines(recipe["raw"] / "test.de")) and all(s.startswith("P-") for s in scores)
+        assert scores == [s for s in lines(work / "eval" / run / "score_reference.out") if s.startswith("P-")]
+        assert gzip.decompress((records / run / "train.log.gz").read_bytes()) \
+            == (work / "checkpoints" / run / "train.log").read_bytes()
+        assert not (records / run / "train.log").exists() and not (records / run / "score_reference.out").exists()
     first = (work / "results.md").read_text()
 
     elsewhere = tmp_path / "elsewhere"
@@ -1139,6 +1145,9 @@ def test_a_finished_run_is_kept_as_a_record_and_restored_elsewhere_without_train
     assert proc.stderr.count("restored from its record") == 3, proc.stderr[-3000:]
     assert not list((elsewhere / "checkpoints").rglob("*.pt")) and "fairseq-train" not in proc.stderr
     assert (elsewhere / "results.md").read_text() == first and "rrope_auto" in first
+    for run in ("rec_seed1", "rec_seed2", "rrope_seed1"):
+        assert (elsewhere / "checkpoints" / run / "train.log").read_bytes() \
+            == (work / "checkpoints" / run / "train.log").read_bytes()
     for run in ("rec_seed1", "rec_seed2", "rrope_seed1", "rrope_auto_seed1"):
         restored = json.loads((elsewhere / "eval" / run / "result.json").read_text())
         original = json.loads((work / "eval" / run / "result.json").read_text())
@@ -1164,6 +1173,32 @@ def test_a_finished_run_is_kept_as_a_record_and_restored_elsewhere_without_train
         assert {k: v for k, v in compared[0].items() if k != "files"} == {k: v for k, v in other.items() if k != "files"}
 
     one = {k: v for k, v in env.items() if k != "SEEDS_rrope"}
+    # a record as fairseq-rope-record saved it before gzipping: train.log and score_reference.out as text
+    before = tmp_path / "records_before" / "rec_seed1"
+    shutil.copytree(records / "rec_seed1", before)
+    record = json.loads((before / "record.json").read_text())
+    for name in ("train.log", "score_reference.out"):
+        packed = before / f"{name}.gz"
+        (before / name).write_bytes(gzip.decompress(packed.read_bytes()))
+        packed.unlink()
+        del record["files"][f"{name}.gz"]
+        record["files"][name] = hashlib.sha256((before / name).read_bytes()).hexdigest()
+    result = json.loads((before / "result.json").read_text())
+    (before / "result.json").write_text(json.dumps(dict(result, reference_scores="score_reference.out")))
+    record["files"]["result.json"] = hashlib.sha256((before / "result.json").read_bytes()).hexdigest()
+    (before / "record.json").write_text(json.dumps(record))
+    old = step("run.sh", dict(one, WORK_DIR=str(tmp_path / "old"), RECORDS=str(before.parent), ARCHS="rec=transformer",
+                              SEEDS="1"))
+    assert old.stderr.count("restored from its record") == 1 and "fairseq-train" not in old.stderr
+    assert (tmp_path / "old" / "checkpoints" / "rec_seed1" / "train.log").read_bytes() \
+        == (work / "checkpoints" / "rec_seed1" / "train.log").read_bytes()
+    both = []  # the test NLL read from either record where it lies: the text and the gzipped reference scores
+    for folder in (before, records / "rec_seed1"):
+        out = tmp_path / f"{folder.parent.name}.json"
+        run_tool("fairseq-rope-compare", "--src", str(recipe["raw"] / "test.en"), "--ref", str(recipe["raw"] / "test.de"),
+                 "--result", f"rec={folder}/result.json", "--out-json", str(out))
+        both.append({k: v for k, v in json.loads(out.read_text()).items() if k != "files"})
+    assert both[0] == both[1] and "nll" in json.dumps(both[0])
     changed = step("run.sh", dict(one, WORK_DIR=str(elsewhere), ARCHS="rec=transformer", SEEDS="1", MAX_UPDATE="5"))
     assert "recorded with other settings (record MAX_UPDATE=4; now MAX_UPDATE=5)" in changed.stderr
     assert (elsewhere / "checkpoints" / "rec_seed1" / "checkpoint_last.pt").exists()
