@@ -49,6 +49,9 @@ export LENPENS=${LENPENS-0.2 0.6 1.0 1.4}
 export TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-2000} MAX_TOKENS_PER_GPU=${MAX_TOKENS_PER_GPU:-2000}
 export SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-200} KEEP_INTERVAL_UPDATES=${KEEP_INTERVAL_UPDATES:-5}
 export LOG_INTERVAL=${LOG_INTERVAL:-100}
+if [ -z "${MODEL_ARGS:-}" ]; then model="$HEADS heads"
+elif [ -z "${MODEL_ARGS// /}" ]; then model="each arch's own size (MODEL_ARGS blank)"
+else model="MODEL_ARGS $MODEL_ARGS"; fi
 export MODEL_ARGS=${MODEL_ARGS:-$(small_model $HEADS)}
 export NAME=${NAME:-debian$([ "$HEADS" -eq 2 ] || echo "_heads$HEADS")}
 export RECORDS=${RECORDS-${OUT_DIR:-$WORK_DIR}/records/$NAME}
@@ -57,7 +60,7 @@ export TEST_SET=${TEST_SET:-"Debian documentation test pages (${RAW_DIR#"$REPO_R
 need_file "$RAW_DIR/report.json" "the corpus report (debian_corpus.sh writes it)"
 TEST_PARTS=${TEST_PARTS:-$(debian_test_parts "$RAW_DIR")}
 export TEST_PARTS
-log "real text: corpus $RAW_DIR, work dir $WORK_DIR, runs: $ARCHS, seeds $SEEDS${SEEDS_rpe_transformer:+ (rpe_transformer: $SEEDS_rpe_transformer)}, $HEADS heads; test parts: $TEST_PARTS"
+log "real text: corpus $RAW_DIR, work dir $WORK_DIR, runs: $ARCHS, seeds $SEEDS${SEEDS_rpe_transformer:+ (rpe_transformer: $SEEDS_rpe_transformer)}, $model; test parts: $TEST_PARTS"
 
 # the data once (tune.sh trains on it before sample.sh's run.sh would see it); tune.sh, converge.sh and
 # sample.sh each add MODEL_ARGS to EXTRA_TRAIN_ARGS, in the same way, so a run has one record everywhere

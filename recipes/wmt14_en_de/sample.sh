@@ -40,5 +40,6 @@ export LOG_INTERVAL=${LOG_INTERVAL:-50}
 export TEST_SET=${TEST_SET:-"bundled sample test set (${RAW_DIR#"$REPO_ROOT"/}/test.{en,de}, $(line_count "$RAW_DIR/test.$SRC") sentences)"}
 
 log "offline sample: corpus $RAW_DIR, work dir $WORK_DIR, archs: $ARCHS"
-log "model: $MODEL_ARGS; $MAX_UPDATE updates of ~$TOKENS_PER_UPDATE tokens, lr $LR, warmup $WARMUP_UPDATES"
+own=$(env | grep -o '^\(LR\|WARMUP_UPDATES\)_[A-Za-z0-9_]*=[^ ]*' | sort | tr '\n' ' ' || true)
+log "model: $MODEL_ARGS; $MAX_UPDATE updates of ~$TOKENS_PER_UPDATE tokens, lr $LR, warmup $WARMUP_UPDATES${own:+ (per system where set: ${own% })}"
 bash "$RECIPE_DIR/run.sh"
