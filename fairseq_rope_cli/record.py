@@ -134,8 +134,9 @@ def load_json(path):
 
 
 def reference_scores_lines(path):
-    """The P- lines of fairseq-generate --score-reference (what the test NLL is computed from)."""
-    with open(path, encoding="utf-8") as f:
+    """The P- lines of fairseq-generate --score-reference (what the test NLL is computed from), from its
+    output or from a record's gzipped copy (a restored run's)."""
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
         return [line for line in f if line.startswith("P-")]
 
 
@@ -245,7 +246,7 @@ def restore(args, settings):
         if not os.path.isfile(os.path.join(args.record, also_name(eval_dir), "result.json")):
             raise InputError(PROG, f"--also-eval {eval_dir}: {args.record} holds no {also_name(eval_dir)}")
     os.makedirs(args.checkpoints, exist_ok=True)
-    if os.path.isfile(os.path.join(args.record, "train.log.gz")):
+    if "train.log.gz" in (record.get("files") or {}):
         with gzip.open(os.path.join(args.record, "train.log.gz"), "rb") as f, \
                 atomic_output(os.path.join(args.checkpoints, "train.log"), "wb") as out:
             shutil.copyfileobj(f, out)

@@ -31,6 +31,7 @@ import os
 import re
 import sys
 import time
+import zlib
 
 from fairseq_rope_text.preprocessing import moses_detokenize, moses_tokenize
 
@@ -77,7 +78,7 @@ def read_reference_scores(path, n_ref, ref_path, prog=PROG):
     try:
         with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
             lines = list(f)
-    except (OSError, EOFError, UnicodeDecodeError) as error:
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as error:
         raise InputError(prog, f"{path}: cannot read it ({error}); expected fairseq-generate --score-reference's "
                                "output, as text or gzipped (.gz)") from None
     scores = {}

@@ -41,6 +41,8 @@ case "${1:-}" in
     if [ -f work/debian/raw/report.json ]; then
       tar -czf "$CORPUS.tmp" -C work/debian raw && mv -f "$CORPUS.tmp" "$CORPUS"
       carry+=("$CORPUS")
+    else
+      echo "[device_check] no corpus in work/debian/raw: 'study' needs it (bash recipes/wmt14_en_de/debian_corpus.sh)" >&2
     fi
     # shellcheck disable=SC2016
     sent=$(git ls-files -z --cached --others --exclude-standard | .venv/bin/python -c '
@@ -80,10 +82,11 @@ print(sum(os.path.getsize(f) for f in files))' "${carry[@]}")
     # docs/${NAME}_budget.env, the records of finished runs in docs/records/$NAME, the tables), and its
     # log as $OUT/study.log. The next call goes on from there: it takes the tuned settings and the budget
     # from docs/ where they are and restores every recorded run (run.sh's RECORDS) instead of training it.
-    # The knobs are debian_comparison.sh's (QUICK=1: transformer and RoPE only, the grid 2 x 1, for a
-    # short device check; MODEL_ARGS: fairseq-train flags replacing the iwslt_de_en size). Rehearsed on a
-    # CPU with PYTHON set to a venv that lacks the wheels' packages, a tiny MODEL_ARGS, TUNE_UPDATES=6,
-    # CONVERGE_START=12, CONVERGE_STEP=6, FLAT_DROP=1, SAVE_INTERVAL_UPDATES=2, SEEDS=1 SEEDS_rpe=1.
+    # NAME is debian_iwslt (debian_iwslt_quick with QUICK=1). The knobs are debian_comparison.sh's
+    # (QUICK=1: transformer and RoPE only, the grid 2 x 1, for a short device check; MODEL_ARGS:
+    # fairseq-train flags replacing the iwslt_de_en size). Rehearsed on a CPU with PYTHON set to a venv
+    # that lacks the wheels' packages, a tiny MODEL_ARGS, TUNE_UPDATES=6, CONVERGE_START=12,
+    # CONVERGE_STEP=6, FLAT_DROP=1, SAVE_INTERVAL_UPDATES=2, SEEDS=1 SEEDS_rpe=1.
     OUT=${OUT:-/tmp/device_out}
     mkdir -p "$OUT"
     install_here
@@ -91,13 +94,14 @@ print(sum(os.path.getsize(f) for f in files))' "${carry[@]}")
       [ -f "$CORPUS" ] || { echo "[device_check] neither work/debian/raw nor $CORPUS here (carry it: bash scripts/device_check.sh prepare)" >&2; exit 1; }
       tar -xzf "$CORPUS" -C work/debian
     fi
-    export NAME=${NAME:-debian_iwslt}
+    quick=$([ "${QUICK:-0}" = 1 ] && echo 1 || echo 0)
+    # (the quick check's grid has no Shaw's RPE: its tuned settings must not become the full study's)
+    export NAME=${NAME:-debian_iwslt$([ "$quick" = 0 ] || echo _quick)}
     # what earlier calls finished and sent back (committed since): the tuned settings and the budget
     if [ -z "${CHOSEN:-}" ] && [ -f "docs/${NAME}_tuning.env" ]; then export CHOSEN=docs/${NAME}_tuning.env; fi
     if [ -z "${MAX_UPDATE:-}" ] && [ -f "docs/${NAME}_budget.env" ]; then
       MAX_UPDATE=$(sed -n 's/^MAX_UPDATE=//p' "docs/${NAME}_budget.env"); export MAX_UPDATE
     fi
-    quick=$([ "${QUICK:-0}" = 1 ] && echo 1 || echo 0)
     export VIRTUAL_ENV=${VIRTUAL_ENV:-$(dirname "$(dirname "$(command -v "$PYTHON")")")}
     export WORK_DIR=${STUDY_WORK_DIR:-/tmp/study_work} RAW_OUT=$PWD/work/debian/raw CORPUS_WORK_DIR=$PWD/work/debian \
       OUT_DIR=docs TITLE="Debian manuals (real text), iwslt_de_en size, one GPU" MODEL_ARGS=${MODEL_ARGS:- } \
@@ -119,8 +123,10 @@ print(sum(os.path.getsize(f) for f in files))' "${carry[@]}")
     if [ -f "$WORK_DIR/tune/budget.env" ] && [ ! -f "docs/${NAME}_budget.env" ]; then
       cp "$WORK_DIR/tune/budget.env" "docs/${NAME}_budget.env"
     fi
-    find docs -type f -newer "$started" -print0 | sort -z | tar -czf "$OUT/study.tar.gz" --null -T -
-    grep -v "^{" "$OUT/study.log" | tail -n 30
+    # (not what a step stopped in the middle left: its *.tmp / *.part files, a record's <run>.tmp folder)
+    find docs -type f -newer "$started" ! -name '*.tmp' ! -name '*.part' ! -path '*.tmp/*' -print0 | sort -z \
+      | tar -czf "$OUT/study.tar.gz" --null -T -
+    grep -v "^{" "$OUT/study.log" | tail -n 30 || true
     case $status in
       0) what="finished" ;;
       124|137) what="stopped after STUDY_SECONDS=${STUDY_SECONDS:-420} (the next call goes on from what it sent back)" ;;

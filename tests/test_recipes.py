@@ -1187,6 +1187,8 @@ def test_a_finished_run_is_kept_as_a_record_and_restored_elsewhere_without_train
     (before / "result.json").write_text(json.dumps(dict(result, reference_scores="score_reference.out")))
     record["files"]["result.json"] = hashlib.sha256((before / "result.json").read_bytes()).hexdigest()
     (before / "record.json").write_text(json.dumps(record))
+    # a file the record does not list is not what restore reads (here: a train.log.gz beside the listed train.log)
+    (before / "train.log.gz").write_bytes(gzip.compress(b"not the run's log\n"))
     old = step("run.sh", dict(one, WORK_DIR=str(tmp_path / "old"), RECORDS=str(before.parent), ARCHS="rec=transformer",
                               SEEDS="1"))
     assert old.stderr.count("restored from its record") == 1 and "fairseq-train" not in old.stderr
@@ -1198,7 +1200,15 @@ def test_a_finished_run_is_kept_as_a_record_and_restored_elsewhere_without_train
         run_tool("fairseq-rope-compare", "--src", str(recipe["raw"] / "test.en"), "--ref", str(recipe["raw"] / "test.de"),
                  "--result", f"rec={folder}/result.json", "--out-json", str(out))
         both.append({k: v for k, v in json.loads(out.read_text()).items() if k != "files"})
-    assert both[0] == both[1] and "nll" in json.dumps(both[0])
+    assert both[0] == both[1] and both[0]["nll"] and isinstance(both[0]["overall"]["rec"]["nll"], float)
+    # a restored run saved again (e.g. into another study's records): the same log and reference scores
+    again = tmp_path / "again"
+    run_tool("fairseq-rope-record", "save", str(again), "--checkpoints", str(elsewhere / "checkpoints" / "rec_seed1"),
+             "--eval", str(elsewhere / "eval" / "rec_seed1"), "--settings",
+             str(elsewhere / "checkpoints" / "rec_seed1" / ".done"), "--data-bin", str(elsewhere / "data-bin"),
+             "--reference", str(recipe["raw"] / "test.de"))
+    for name in ("train.log.gz", "score_reference.out.gz", "hyps.detok.de"):
+        assert (again / name).read_bytes() == (records / "rec_seed1" / name).read_bytes(), name
     changed = step("run.sh", dict(one, WORK_DIR=str(elsewhere), ARCHS="rec=transformer", SEEDS="1", MAX_UPDATE="5"))
     assert "recorded with other settings (record MAX_UPDATE=4; now MAX_UPDATE=5)" in changed.stderr
     assert (elsewhere / "checkpoints" / "rec_seed1" / "checkpoint_last.pt").exists()
