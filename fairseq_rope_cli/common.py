@@ -6,6 +6,7 @@ Only the standard library at import time, so that every command's ``--help`` sta
 
 import argparse
 import contextlib
+import gzip
 import os
 from typing import Optional
 
@@ -102,6 +103,12 @@ def decode_lines(path: str, prog: str = "fairseq-rope"):
                                        f"byte {error.start + 1} of the line); convert the file to UTF-8, "
                                        f"e.g. with iconv -f latin1 -t utf-8") from None
             yield line[:-1] if line.endswith("\n") else line
+
+
+def open_text(path: str):
+    """A UTF-8 text file opened for reading, gunzipped on the fly when its name ends in .gz (as
+    fairseq-rope-record keeps a run's log and reference scores)."""
+    return (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8")
 
 
 def read_lines(path: str, prog: str = "fairseq-rope"):

@@ -38,7 +38,7 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 
-from .common import InputError, argument_parser, atomic_output, write_json
+from .common import InputError, argument_parser, atomic_output, open_text, write_json
 
 PROG = "fairseq-rope-record"
 # the result.json keys that name files: those the record keeps (under their own file names), and those
@@ -136,7 +136,7 @@ def load_json(path):
 def reference_scores_lines(path):
     """The P- lines of fairseq-generate --score-reference (what the test NLL is computed from), from its
     output or from a record's gzipped copy (a restored run's)."""
-    with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+    with open_text(path) as f:
         return [line for line in f if line.startswith("P-")]
 
 

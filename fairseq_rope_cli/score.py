@@ -25,7 +25,6 @@ Steps:
      written atomically.
 """
 
-import gzip
 import json
 import os
 import re
@@ -35,7 +34,7 @@ import zlib
 
 from fairseq_rope_text.preprocessing import moses_detokenize, moses_tokenize
 
-from .common import InputError, argument_parser, documents_argument, read_lines, write_json, write_lines
+from .common import InputError, argument_parser, documents_argument, open_text, read_lines, write_json, write_lines
 
 PROG = "fairseq-rope-score"
 
@@ -76,7 +75,7 @@ def read_reference_scores(path, n_ref, ref_path, prog=PROG):
     in .gz is read gzipped (as fairseq-rope-record keeps them). Checks the count and the ids as
     read_hypotheses does."""
     try:
-        with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
+        with open_text(path) as f:
             lines = list(f)
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as error:
         raise InputError(prog, f"{path}: cannot read it ({error}); expected fairseq-generate --score-reference's "
