@@ -120,9 +120,6 @@ print(sum(os.path.getsize(f) for f in files))' "${carry[@]}")
     status=0
     SEEDS_rpe_transformer="" timeout -k 30 "${STUDY_SECONDS:-420}" bash recipes/wmt14_en_de/debian_comparison.sh \
       > "$OUT/study.log" 2>&1 || status=$?
-    if [ -f "$WORK_DIR/tune/budget.env" ] && [ ! -f "docs/${NAME}_budget.env" ]; then
-      cp "$WORK_DIR/tune/budget.env" "docs/${NAME}_budget.env"
-    fi
     # (not what a step stopped in the middle left: its *.tmp / *.part files, a record's <run>.tmp folder)
     find docs -type f -newer "$started" ! -name '*.tmp' ! -name '*.part' ! -path '*.tmp/*' -print0 | sort -z \
       | tar -czf "$OUT/study.tar.gz" --null -T -

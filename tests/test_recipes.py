@@ -982,6 +982,7 @@ def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_pa
     if budget is not None:
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert (work / "tune" / "budget.env").read_text() == f"MAX_UPDATE={budget}\n"
+        assert (tmp_path / "tiny_budget.env").read_text() == f"MAX_UPDATE={budget}\n"  # published beside the report
         report = (tmp_path / "tiny_convergence.md").read_text()
         made = sorted((s, int(u), verdict == "flat") for u, s, verdict in
                       re.findall(r"^- at (\d+) updates: (\w+): .*, (flat|still improving) ", report, re.M))
@@ -990,7 +991,7 @@ def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_pa
         assert all(flat(l, budget) for l in logs.values())
     else:
         assert proc.returncode != 0 and "not flat by CONVERGE_MAX=20 updates" in proc.stderr
-        assert not (work / "tune" / "budget.env").exists()
+        assert not (work / "tune" / "budget.env").exists() and not (tmp_path / "tiny_budget.env").exists()
         assert max(max(l) for l in logs.values()) == 20
     assert {s for s, _, _ in checks} == set(logs)
     firsts = {s: min(b for t, b, verdict in checks if t == s and verdict) for s in logs if any(t == s and v for t, _, v in checks)}

@@ -4,7 +4,8 @@
 # CONVERGE_STEP more at a time, until the valid loss of every one is flat at the same budget, by fairseq-rope-tune flat's
 # criterion (less than FLAT_DROP lower over the last FLAT_LAST of the updates). A run extended is the
 # same run continued (inverse square root decay does not depend on the budget). Writes
-# $WORK_DIR/tune/budget.env (MAX_UPDATE=N) and $OUT_DIR/${NAME}_convergence.md (every check). Each
+# $WORK_DIR/tune/budget.env (MAX_UPDATE=N), published as $OUT_DIR/${NAME}_budget.env beside tune.sh's
+# ${NAME}_tuning.env, and $OUT_DIR/${NAME}_convergence.md (every check). Each
 # system goes on by itself until it is flat (a slot freed early goes to another), then every system is
 # taken to the largest of those budgets, until one budget is flat for all of them.
 # The runs are run.sh's first seed (checkpoints/NAME_seedS), so the comparison does not train them again.
@@ -101,5 +102,6 @@ done
 rm -rf "$flat_dir"
 mv -f "$report.tmp" "$report"
 cp "$report" "$OUT_DIR/${NAME}_convergence.md.tmp" && mv -f "$OUT_DIR/${NAME}_convergence.md.tmp" "$OUT_DIR/${NAME}_convergence.md"
+echo "MAX_UPDATE=$budget" > "$OUT_DIR/${NAME}_budget.env.tmp" && mv -f "$OUT_DIR/${NAME}_budget.env.tmp" "$OUT_DIR/${NAME}_budget.env"
 echo "MAX_UPDATE=$budget" > "$budget_file.tmp" && mv -f "$budget_file.tmp" "$budget_file"
-log "every system flat at $budget updates: $budget_file; the check of each round: $OUT_DIR/${NAME}_convergence.md"
+log "every system flat at $budget updates: $budget_file ($OUT_DIR/${NAME}_budget.env); the check of each round: $OUT_DIR/${NAME}_convergence.md"

@@ -4,7 +4,8 @@
 # improving, then several seeds:
 #   1. tune.sh       learning rate x warm-up on valid loss, per system, one seed ($WORK_DIR/tune/chosen.env);
 #                    CHOSEN=FILE: the settings a grid chose before (e.g. docs/debian_tuning.env), not tuned again
-#   2. converge.sh   the budget at which every system's valid loss is flat ($WORK_DIR/tune/budget.env)
+#   2. converge.sh   the budget at which every system's valid loss is flat ($WORK_DIR/tune/budget.env,
+#                    published as $OUT_DIR/${NAME}_budget.env)
 #   3. every seed trained to that budget, the last 5 checkpoints averaged, the length penalty chosen on
 #      valid BLEU per run (LENPENS), the test set translated with beam 4 and scored, then the tables
 #      (mean ± sd over seeds, two-sided tests over seeds, intervals), for the whole test set and for
@@ -25,7 +26,7 @@
 #              checkpoints), and restored from it, not trained again, where its settings are equal
 # and the knobs of tune.sh (TUNE_*), converge.sh (CONVERGE_*, FLAT_*), sample_figures.sh, sample.sh and
 # debian_corpus.sh. MAX_UPDATE given: that budget, and converge.sh is not run. A study can so go on on
-# another machine from its published steps: CHOSEN=docs/debian_tuning.env MAX_UPDATE=<debian_convergence.md's>
+# another machine from its published steps: CHOSEN=docs/debian_tuning.env MAX_UPDATE=<debian_budget.env's>
 # OUT_DIR=docs trains only the runs that docs/records/debian does not hold.
 set -euo pipefail
 HEADS=${HEADS:-2}
