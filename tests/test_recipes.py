@@ -927,6 +927,43 @@ def test_debian_comparison_refuses_a_head_count_not_dividing_128_before_building
     assert not (tmp_path / "work").exists() and not (tmp_path / "corpus").exists()
 
 
+def test_debian_comparison_trains_the_systems_of_archs_with_their_own_lines_of_a_chosen_file_of_more_systems(tmp_path):
+    """CHOSEN tuned for three systems, ARCHS naming two: the study runs on a corpus given as RAW_DIR (no Debian
+    corpus built), each run trained with its own learning rate and warm-up from CHOSEN, as the fairseq-train
+    command in its log says, and nothing of the third; a system of ARCHS without its lines in CHOSEN stops the
+    study before any training with an error naming the file, the setting and the system."""
+    raw = make_corpus(tmp_path / "raw", train=300)
+    (raw / "report.json").write_text(json.dumps({"test_lines": {"test_prose": 0, "test_help": 10}}))
+    chosen = tmp_path / "chosen.env"  # (as tune.sh writes it, for three systems)
+    chosen.write_text("LR_transformer=1e-3\nWARMUP_UPDATES_transformer=3  # valid loss 8.0 at 4\n"
+                      "LR_rpe_transformer=7e-3\nWARMUP_UPDATES_rpe_transformer=1  # valid loss 7.8 at 4\n"
+                      "LR_rope_transformer=2e-3\nWARMUP_UPDATES_rope_transformer=2  # valid loss 7.9 at 4\n")
+    env = forked_commands(recipe_env(
+        tmp_path / "work", RAW_DIR=raw, CHOSEN=chosen, ARCHS="transformer rope_transformer", SEEDS="1",
+        MAX_UPDATE=4, MODEL_ARGS=TINY_MODEL, BPE_MERGES=150, SAVE_INTERVAL_UPDATES=2, AVERAGE_LAST=2,
+        TOKENS_PER_UPDATE=1500, MAX_TOKENS_PER_GPU=1500, LENPENS="0.6 1.4", GEN_MAX_TOKENS=2000,
+        OUT_DIR=tmp_path / "out", NAME="tiny", CORPUS_WORK_DIR=tmp_path / "corpus"))
+    proc = step("debian_comparison.sh", env)
+    assert not (tmp_path / "corpus").exists()  # RAW_DIR given: no corpus built
+    assert "test parts: prose=1-10 help=11-16" in proc.stderr
+    for table in ("tiny_valid_loss.md", "tiny_by_length.md", "tiny_prose_by_length.md", "tiny_help_by_length.md"):
+        assert "rope_transformer" in (tmp_path / "out" / table).read_text(), table
+    checkpoints = tmp_path / "work" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir() if p.is_dir()) == ["rope_transformer_seed1", "transformer_seed1"]
+    for system, lr, warmup in (("transformer", "1e-3", "3"), ("rope_transformer", "2e-3", "2")):
+        command = re.search(r"^# .*fairseq-train (.*)$", (checkpoints / f"{system}_seed1" / "train.log").read_text(), re.M)[1]
+        assert f" --arch {system} " in command
+        assert float(re.search(r" --lr (\S+)", command)[1]) == float(lr), command
+        assert re.search(r" --warmup-updates (\S+)", command)[1] == warmup, command
+    # a system of ARCHS that CHOSEN has no lines for
+    chosen.write_text("".join(l for l in chosen.read_text().splitlines(True) if "_rope_transformer=" not in l))
+    work = tmp_path / "work2"
+    proc = step("debian_comparison.sh", dict(env, WORK_DIR=str(work)), ok=False)
+    assert (f"[debian_comparison] ERROR: {chosen} has no LR_rope_transformer for the system rope_transformer of "
+            f'ARCHS="transformer rope_transformer"') in proc.stderr
+    assert not (work / "checkpoints").exists()
+
+
 def test_tune_refuses_a_point_not_trained_to_the_budget(recipe):
     work = recipe["work"]
     point = next((work / "tune" / "checkpoints").glob("transformer_lr*"))

@@ -3,7 +3,8 @@
 # corpus (debian_corpus.sh, built first), each system tuned on its own and trained until it stops
 # improving, then several seeds:
 #   1. tune.sh       learning rate x warm-up on valid loss, per system, one seed ($WORK_DIR/tune/chosen.env);
-#                    CHOSEN=FILE: the settings a grid chose before (e.g. docs/debian_tuning.env), not tuned again
+#                    CHOSEN=FILE: the settings a grid chose before (e.g. docs/debian_tuning.env), not tuned again;
+#                    the lines of the systems in ARCHS are taken from it, the others left
 #   2. converge.sh   the budget at which every system's valid loss is flat ($WORK_DIR/tune/budget.env,
 #                    published as $OUT_DIR/${NAME}_budget.env)
 #   3. every seed trained to that budget, the last 5 checkpoints averaged, the length penalty chosen on
@@ -13,6 +14,8 @@
 #      (sample_figures.sh).
 # Every step skips what is done and resumes what is not (each run from its last checkpoint).
 #   WORK_DIR   work/debian
+#   RAW_DIR    unset: debian_corpus.sh builds Debian's corpus in work/debian/raw; a directory: that corpus as
+#              it is (train/valid/test.{en,de} and debian_corpus.sh's report.json: the test set's parts)
 #   ARCHS      "transformer rpe_transformer rope_transformer" (the first is the baseline)
 #   AGAINST    rpe_transformer: the tables again with Shaw's RPE as the one tested against (RoFormer's Table 1
 #              sets RoPE beside it), ${NAME}_against_rpe_transformer.md and per part; "" for none
@@ -35,10 +38,13 @@ export WORK_DIR=${WORK_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 need_heads "$HEADS"
 
-# the corpus is built once, in work/debian, whatever the study's WORK_DIR
-export RAW_OUT=${RAW_OUT:-$REPO_ROOT/work/debian/raw}
-WORK_DIR=${CORPUS_WORK_DIR:-$REPO_ROOT/work/debian} bash "$RECIPE_DIR/debian_corpus.sh"
-export RAW_DIR=${RAW_DIR:-$RAW_OUT}
+# RAW_DIR unset: Debian's corpus, built once in work/debian whatever the study's WORK_DIR; given: that
+# corpus as it is (a split of it, or a corpus of one's own with debian_corpus.sh's report.json)
+if [ -z "${RAW_DIR:-}" ]; then
+  export RAW_OUT=${RAW_OUT:-$REPO_ROOT/work/debian/raw}
+  WORK_DIR=${CORPUS_WORK_DIR:-$REPO_ROOT/work/debian} bash "$RECIPE_DIR/debian_corpus.sh"
+  export RAW_DIR=$RAW_OUT
+fi
 export ARCHS=${ARCHS:-transformer rpe_transformer rope_transformer}
 export SEEDS=${SEEDS:-1 2 3 4 5}
 export SEEDS_rpe_transformer=${SEEDS_rpe_transformer-1 2 3}
@@ -57,8 +63,9 @@ export MODEL_ARGS=${MODEL_ARGS:-$(small_model $HEADS)}
 export NAME=${NAME:-debian$([ "$HEADS" -eq 2 ] || echo "_heads$HEADS")}
 export RECORDS=${RECORDS-${OUT_DIR:-$WORK_DIR}/records/$NAME}
 export TITLE=${TITLE:-Debian manuals (real text), $HEADS heads of $((128 / HEADS)) channels}
-export TEST_SET=${TEST_SET:-"Debian documentation test pages (${RAW_DIR#"$REPO_ROOT"/}/test.{en,de}, $(line_count "$RAW_DIR/test.$SRC") sentences)"}
 need_file "$RAW_DIR/report.json" "the corpus report (debian_corpus.sh writes it)"
+need_file "$RAW_DIR/test.$SRC" "the test set's source side"
+export TEST_SET=${TEST_SET:-"Debian documentation test pages (${RAW_DIR#"$REPO_ROOT"/}/test.{en,de}, $(line_count "$RAW_DIR/test.$SRC") sentences)"}
 TEST_PARTS=${TEST_PARTS:-$(debian_test_parts "$RAW_DIR")}
 export TEST_PARTS
 log "real text: corpus $RAW_DIR, work dir $WORK_DIR, runs: $ARCHS, seeds $SEEDS${SEEDS_rpe_transformer:+ (rpe_transformer: $SEEDS_rpe_transformer)}, $model; test parts: $TEST_PARTS"
@@ -74,15 +81,25 @@ else
   CHOSEN=$WORK_DIR/tune/chosen.env
 fi
 export CHOSEN  # (converge.sh reads it)
-set -a
 # shellcheck disable=SC1090
 . "$CHOSEN"
-set +a
+# the settings of the systems in ARCHS, exported for run.sh; a CHOSEN of more systems serves a study of
+# fewer (run.sh refuses a system's setting when ARCHS has no such system: a typo)
+tuned=()
+for entry in $ARCHS; do
+  system=${entry%%=*}
+  for var in "LR_$system" "WARMUP_UPDATES_$system"; do
+    [ -n "${!var:-}" ] || die "$CHOSEN has no $var for the system $system of ARCHS=\"$ARCHS\" (tune.sh with those ARCHS writes it)"
+  done
+  for var in "LR_$system" "WARMUP_UPDATES_$system" "ARGS_$system"; do
+    [ -z "${!var+set}" ] || { export "${var?}"; tuned+=("$var=${!var}"); }
+  done
+done
 if [ -z "${MAX_UPDATE:-}" ]; then
   bash "$RECIPE_DIR/converge.sh"
   # shellcheck disable=SC1091
   . "$WORK_DIR/tune/budget.env"
 fi
 export MAX_UPDATE
-log "tuned settings: $(grep -o '^[A-Z_a-z]*=[^ ]*' "$CHOSEN" | tr '\n' ' '); budget $MAX_UPDATE updates"
+log "tuned settings (from $CHOSEN): ${tuned[*]}; budget $MAX_UPDATE updates"
 bash "$RECIPE_DIR/sample_figures.sh"
