@@ -598,6 +598,18 @@ def test_rerun_skips_and_training_resumes(recipe):
     assert "checkpoint_1_6.pt" in proc.stderr
 
 
+def test_a_run_asked_for_fewer_updates_than_it_holds_is_refused_and_keeps_its_done_and_settings(recipe, tmp_path):
+    env = dict(recipe["env"], WORK_DIR=str(tmp_path / "work"), DATA_BIN=str(recipe["work"] / "data-bin"),
+               ARCH="transformer", RUN_NAME="run", MAX_UPDATE="2", SAVE_INTERVAL_UPDATES="2")
+    step("train.sh", env)
+    run = tmp_path / "work" / "checkpoints" / "run"
+    done, settings = (run / ".done").read_text(), (run / ".settings").read_text()
+    proc = step("train.sh", dict(env, MAX_UPDATE="1", ALLOW_CHANGED_SETTINGS="1"), ok=False)
+    assert f"{run}/checkpoint_last.pt holds 2 updates, more than MAX_UPDATE=1: raise MAX_UPDATE" in proc.stderr
+    assert (run / ".done").read_text() == done and (run / ".settings").read_text() == settings
+    assert "already trained" in step("train.sh", env).stderr
+
+
 def updates_per_epoch(data_bin, max_tokens):
     """fairseq's own count of the batches in one epoch of the training set."""
     from fairseq import options, tasks
@@ -1045,6 +1057,29 @@ def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_pa
                         rf"{losses[end]:.4f} \| ([+-][\d.]+)% \| (flat|still improving) \|$", table.read_text(), re.M)
         assert row and float(row[1]) == pytest.approx(100 * drop, abs=0.005), table.read_text()
         assert (row[2] == "flat") == flat(losses, end)
+
+
+def test_converge_stopped_between_two_budgets_goes_on_to_the_next_budget_from_the_last_checkpoint(recipe, tmp_path):
+    """converge.sh stopped while a run was on its way from one budget of the grid to the next (checkpoint_last.pt
+    past the last budget, no .done, as a kill leaves it) goes on from that checkpoint to the next budget of the
+    grid and checks there, instead of asking train.sh for the budget below what the run holds."""
+    chosen = tmp_path / "chosen.env"
+    chosen.write_text("LR_transformer=1e-3\nWARMUP_UPDATES_transformer=2\n")
+    env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}
+    env.update(WORK_DIR=str(tmp_path / "work"), DATA_BIN=str(recipe["work"] / "data-bin"), ARCHS="transformer",
+               MODEL_ARGS=TINY_MODEL, SAVE_INTERVAL_UPDATES="2", CHOSEN=str(chosen), CONVERGE_START="4",
+               CONVERGE_STEP="4", CONVERGE_MAX="8", FLAT_LAST="0.5", FLAT_DROP="0.99", OUT_DIR=str(tmp_path), NAME="tiny")
+    run = tmp_path / "work" / "checkpoints" / "transformer_seed1"
+    # the run as converge.sh's step from 4 to 8 updates leaves it when stopped at 6
+    step("train.sh", dict(env, ARCH="transformer", RUN_NAME="transformer_seed1", SEED="1", MAX_UPDATE="6", LR="1e-3",
+                          WARMUP_UPDATES="2", EXTRA_TRAIN_ARGS=TINY_MODEL))
+    (run / ".done").unlink()
+    proc = step("converge.sh", env)
+    assert f"resuming from {run}/checkpoint_last.pt (6 updates)" in proc.stdout + proc.stderr
+    assert max(valid_nll(run / "train.log")) == 8
+    assert (tmp_path / "work" / "tune" / "budget.env").read_text() == "MAX_UPDATE=8\n"
+    checks = re.findall(r"^- at (\d+) updates: (\w+): .*, (flat|still improving) ", (tmp_path / "tiny_convergence.md").read_text(), re.M)
+    assert checks == [("8", "transformer", "flat")]
 
 
 def test_head_size_tables_the_interaction_of_ropes_lead_and_the_head_size_from_the_two_studies_records(tmp_path):

@@ -9,6 +9,7 @@
 # system goes on by itself until it is flat (a slot freed early goes to another), then every system is
 # taken to the largest of those budgets, until one budget is flat for all of them.
 # The runs are run.sh's first seed (checkpoints/NAME_seedS), so the comparison does not train them again.
+# Stopped and run again, each run goes on from its last checkpoint to the next budget of the grid.
 # Knobs:
 #   WORK_DIR        work/debian; ARCHS as tune.sh's; FIRST_SEED 1
 #   CONVERGE_START  4000, CONVERGE_STEP 2000, CONVERGE_MAX 30000 (updates; past it: an error)
@@ -42,6 +43,7 @@ need_int FIRST_SEED "$FIRST_SEED"
 need_num FLAT_LAST "$FLAT_LAST"; need_num FLAT_DROP "$FLAT_DROP"
 need_file "$CHOSEN" "the tuned settings (tune.sh writes them; CHOSEN)"
 need_cmd fairseq-rope-tune "$ROPE_HINT"
+need_cmd fairseq-rope-checkpoint "$ROPE_HINT"
 # shellcheck disable=SC1090
 . "$CHOSEN"
 budget_file=$WORK_DIR/tune/budget.env
@@ -68,9 +70,15 @@ flat_dir=$WORK_DIR/tune/flat
 # converge_one SYSTEM: trained from $floor (or the budget it reached, if more) CONVERGE_STEP more at a time
 # until its valid loss is flat; that budget in $flat_dir/SYSTEM ("none": not flat by CONVERGE_MAX)
 converge_one() {
-  local name=$1 dir="$WORK_DIR/checkpoints/${1}_seed$FIRST_SEED" budget=$floor reached check status line
+  local name=$1 dir="$WORK_DIR/checkpoints/${1}_seed$FIRST_SEED" budget=$floor reached held check status line
   reached=$(sed -n 's/^MAX_UPDATE=//p' "$dir/.done" 2>/dev/null || true)
   [ -z "$reached" ] || [ "$reached" -le "$budget" ] || budget=$reached
+  if [ -z "$reached" ] && [ -d "$dir" ]; then
+    # stopped between two budgets (no .done, checkpoint_last.pt past the last budget): on to the next one
+    held=$(fairseq-rope-checkpoint resume "$dir") || die "cannot read $dir/checkpoint_last.pt (see above)"
+    held=$(json_field updates <<< "$held")
+    while [ "$budget" -lt "$held" ]; do budget=$((budget + CONVERGE_STEP)); done
+  fi
   while [ "$budget" -le "$CONVERGE_MAX" ]; do
     train_to "$name" "$budget"
     check=$(fairseq-rope-tune flat "$name=$dir" --last "$FLAT_LAST" --drop "$FLAT_DROP") && status=0 || status=$?

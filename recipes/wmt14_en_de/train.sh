@@ -203,19 +203,18 @@ $changes
   printf '%s\n' "$changes" | sed "s/^/[$STEP]   /" >&2
 fi
 mkdir -p "$SAVE_DIR"
-rm -f "$SAVE_DIR/.done"
-printf '%s\n' "$SETTINGS" > "$SAVE_DIR/.settings.tmp" && mv -f "$SAVE_DIR/.settings.tmp" "$SAVE_DIR/.settings"
 # the updates checkpoint_last.pt holds (0: none); a damaged one is restored from the newest complete
-# numbered checkpoint (fairseq copies checkpoint_last.pt non-atomically)
+# numbered checkpoint (fairseq copies checkpoint_last.pt non-atomically). A run refused here keeps its
+# .done and .settings as they were.
 resumed=$(fairseq-rope-checkpoint resume "$SAVE_DIR") || die "cannot resume from $SAVE_DIR/checkpoint_last.pt (see above)"
 trained=$(json_field updates <<< "$resumed")
 restored=$(json_field restored <<< "$resumed")
 [ -z "$restored" ] || log "  $SAVE_DIR/checkpoint_last.pt was damaged (kept as checkpoint_last.pt.damaged): restored from $restored"
-if [ "$trained" -gt 0 ]; then
-  [ "$trained" -le "$MAX_UPDATE" ] || die "$SAVE_DIR/checkpoint_last.pt holds $trained updates, more than \
+[ "$trained" -le "$MAX_UPDATE" ] || die "$SAVE_DIR/checkpoint_last.pt holds $trained updates, more than \
 MAX_UPDATE=$MAX_UPDATE: raise MAX_UPDATE, or train in another SAVE_DIR"
-  log "  resuming from $SAVE_DIR/checkpoint_last.pt ($trained updates)"
-fi
+[ "$trained" -eq 0 ] || log "  resuming from $SAVE_DIR/checkpoint_last.pt ($trained updates)"
+rm -f "$SAVE_DIR/.done"
+printf '%s\n' "$SETTINGS" > "$SAVE_DIR/.settings.tmp" && mv -f "$SAVE_DIR/.settings.tmp" "$SAVE_DIR/.settings"
 if [ "$trained" -eq "$MAX_UPDATE" ]; then
   # fairseq-train would run one more update before it checks --max-update: the run ended and was
   # stopped before it was marked done (e.g. killed then); only the steps below are left
