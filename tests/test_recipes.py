@@ -940,18 +940,21 @@ def test_debian_comparison_refuses_a_head_count_not_dividing_128_before_building
 
 
 def test_debian_comparison_trains_the_systems_of_archs_with_their_own_lines_of_a_chosen_file_of_more_systems(tmp_path):
-    """CHOSEN tuned for three systems, ARCHS naming two: the study runs on a corpus given as RAW_DIR (no Debian
-    corpus built), each run trained with its own learning rate and warm-up from CHOSEN, as the fairseq-train
-    command in its log says, and nothing of the third; a system of ARCHS without its lines in CHOSEN stops the
-    study before any training with an error naming the file, the setting and the system."""
+    """CHOSEN tuned for three systems, ARCHS naming two (one as NAME=ARCH): the study runs on a corpus given as
+    RAW_DIR (no Debian corpus built), each run trained with its own learning rate, warm-up and ARGS_ from
+    CHOSEN, as the fairseq-train command in its log says, and nothing of the third (run.sh would refuse its
+    lines); a system of ARCHS without its lines in CHOSEN, or a run name that is no variable name, stops the
+    study before the data is prepared, with an error naming the file, the setting and the system."""
     raw = make_corpus(tmp_path / "raw", train=300)
     (raw / "report.json").write_text(json.dumps({"test_lines": {"test_prose": 0, "test_help": 10}}))
-    chosen = tmp_path / "chosen.env"  # (as tune.sh writes it, for three systems)
+    chosen = tmp_path / "chosen.env"  # (as tune.sh writes it, for three systems, and a system's own flags)
     chosen.write_text("LR_transformer=1e-3\nWARMUP_UPDATES_transformer=3  # valid loss 8.0 at 4\n"
+                      'ARGS_transformer="--attention-dropout 0.05"\n'
                       "LR_rpe_transformer=7e-3\nWARMUP_UPDATES_rpe_transformer=1  # valid loss 7.8 at 4\n"
-                      "LR_rope_transformer=2e-3\nWARMUP_UPDATES_rope_transformer=2  # valid loss 7.9 at 4\n")
+                      'ARGS_rpe_transformer="--rpe-keys-only"\n'
+                      "LR_rope=2e-3\nWARMUP_UPDATES_rope=2  # valid loss 7.9 at 4\n")
     env = forked_commands(recipe_env(
-        tmp_path / "work", RAW_DIR=raw, CHOSEN=chosen, ARCHS="transformer rope_transformer", SEEDS="1",
+        tmp_path / "work", RAW_DIR=raw, CHOSEN=chosen, ARCHS="transformer rope=rope_transformer", SEEDS="1",
         MAX_UPDATE=4, MODEL_ARGS=TINY_MODEL, BPE_MERGES=150, SAVE_INTERVAL_UPDATES=2, AVERAGE_LAST=2,
         TOKENS_PER_UPDATE=1500, MAX_TOKENS_PER_GPU=1500, LENPENS="0.6 1.4", GEN_MAX_TOKENS=2000,
         OUT_DIR=tmp_path / "out", NAME="tiny", CORPUS_WORK_DIR=tmp_path / "corpus"))
@@ -959,21 +962,26 @@ def test_debian_comparison_trains_the_systems_of_archs_with_their_own_lines_of_a
     assert not (tmp_path / "corpus").exists()  # RAW_DIR given: no corpus built
     assert "test parts: prose=1-10 help=11-16" in proc.stderr
     for table in ("tiny_valid_loss.md", "tiny_by_length.md", "tiny_prose_by_length.md", "tiny_help_by_length.md"):
-        assert "rope_transformer" in (tmp_path / "out" / table).read_text(), table
+        assert "| rope |" in (tmp_path / "out" / table).read_text(), table
     checkpoints = tmp_path / "work" / "checkpoints"
-    assert sorted(p.name for p in checkpoints.iterdir() if p.is_dir()) == ["rope_transformer_seed1", "transformer_seed1"]
-    for system, lr, warmup in (("transformer", "1e-3", "3"), ("rope_transformer", "2e-3", "2")):
-        command = re.search(r"^# .*fairseq-train (.*)$", (checkpoints / f"{system}_seed1" / "train.log").read_text(), re.M)[1]
-        assert f" --arch {system} " in command
+    assert sorted(p.name for p in checkpoints.iterdir() if p.is_dir()) == ["rope_seed1", "transformer_seed1"]
+    for run, arch, lr, warmup, own in (("transformer", "transformer", "1e-3", "3", "--attention-dropout 0.05"),
+                                       ("rope", "rope_transformer", "2e-3", "2", None)):
+        command = re.search(r"^# .*fairseq-train (.*)$", (checkpoints / f"{run}_seed1" / "train.log").read_text(), re.M)[1]
+        assert f" --arch {arch} " in command
         assert float(re.search(r" --lr (\S+)", command)[1]) == float(lr), command
         assert re.search(r" --warmup-updates (\S+)", command)[1] == warmup, command
-    # a system of ARCHS that CHOSEN has no lines for
-    chosen.write_text("".join(l for l in chosen.read_text().splitlines(True) if "_rope_transformer=" not in l))
-    work = tmp_path / "work2"
-    proc = step("debian_comparison.sh", dict(env, WORK_DIR=str(work)), ok=False)
-    assert (f"[debian_comparison] ERROR: {chosen} has no LR_rope_transformer for the system rope_transformer of "
-            f'ARCHS="transformer rope_transformer"') in proc.stderr
-    assert not (work / "checkpoints").exists()
+        assert (own is None or f" {own}" in command) and "--rpe-keys-only" not in command, command
+    # a system of ARCHS that CHOSEN has no lines for; a run name bash cannot name a variable after
+    chosen.write_text("".join(l for l in chosen.read_text().splitlines(True) if "_rope=" not in l))
+    for archs, error in (("transformer rope=rope_transformer",
+                          f'{chosen} has no LR_rope for the system rope of ARCHS="transformer rope=rope_transformer"'),
+                         ("transformer rope-x=rope_transformer",
+                          "ARCHS: run name 'rope-x' (in 'rope-x=rope_transformer') must be letters, digits and _")):
+        work = tmp_path / "work2"
+        proc = step("debian_comparison.sh", dict(env, WORK_DIR=str(work), ARCHS=archs), ok=False)
+        assert f"[debian_comparison] ERROR: {error}" in proc.stderr
+        assert not (work / "data-bin").exists()
 
 
 def test_tune_refuses_a_point_not_trained_to_the_budget(recipe):
@@ -1080,6 +1088,11 @@ def test_converge_stopped_between_two_budgets_goes_on_to_the_next_budget_from_th
     assert (tmp_path / "work" / "tune" / "budget.env").read_text() == "MAX_UPDATE=8\n"
     checks = re.findall(r"^- at (\d+) updates: (\w+): .*, (flat|still improving) ", (tmp_path / "tiny_convergence.md").read_text(), re.M)
     assert checks == [("8", "transformer", "flat")]
+    # searched again with a CONVERGE_MAX below what the run holds: an error naming both, nothing trained
+    (tmp_path / "work" / "tune" / "budget.env").unlink()
+    proc = step("converge.sh", dict(env, CONVERGE_MAX="6"), ok=False)
+    assert f"{run} holds 8 updates: the grid's next budget, 8, is past CONVERGE_MAX=6" in proc.stdout
+    assert max(valid_nll(run / "train.log")) == 8
 
 
 def test_head_size_tables_the_interaction_of_ropes_lead_and_the_head_size_from_the_two_studies_records(tmp_path):

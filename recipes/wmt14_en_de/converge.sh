@@ -71,14 +71,15 @@ flat_dir=$WORK_DIR/tune/flat
 # until its valid loss is flat; that budget in $flat_dir/SYSTEM ("none": not flat by CONVERGE_MAX)
 converge_one() {
   local name=$1 dir="$WORK_DIR/checkpoints/${1}_seed$FIRST_SEED" budget=$floor reached held check status line
+  # the updates the run holds: those of its last training (.done), else of checkpoint_last.pt (a search
+  # stopped between two budgets); from there on at the grid's next budget
   reached=$(sed -n 's/^MAX_UPDATE=//p' "$dir/.done" 2>/dev/null || true)
-  [ -z "$reached" ] || [ "$reached" -le "$budget" ] || budget=$reached
   if [ -z "$reached" ] && [ -d "$dir" ]; then
-    # stopped between two budgets (no .done, checkpoint_last.pt past the last budget): on to the next one
     held=$(fairseq-rope-checkpoint resume "$dir") || die "cannot read $dir/checkpoint_last.pt (see above)"
-    held=$(json_field updates <<< "$held")
-    while [ "$budget" -lt "$held" ]; do budget=$((budget + CONVERGE_STEP)); done
+    reached=$(json_field updates <<< "$held")
   fi
+  while [ "$budget" -lt "${reached:-0}" ]; do budget=$((budget + CONVERGE_STEP)); done
+  [ "$budget" -le "$CONVERGE_MAX" ] || die "$dir holds ${reached:-0} updates: the grid's next budget, $budget, is past CONVERGE_MAX=$CONVERGE_MAX"
   while [ "$budget" -le "$CONVERGE_MAX" ]; do
     train_to "$name" "$budget"
     check=$(fairseq-rope-tune flat "$name=$dir" --last "$FLAT_LAST" --drop "$FLAT_DROP") && status=0 || status=$?

@@ -63,43 +63,54 @@ export MODEL_ARGS=${MODEL_ARGS:-$(small_model $HEADS)}
 export NAME=${NAME:-debian$([ "$HEADS" -eq 2 ] || echo "_heads$HEADS")}
 export RECORDS=${RECORDS-${OUT_DIR:-$WORK_DIR}/records/$NAME}
 export TITLE=${TITLE:-Debian manuals (real text), $HEADS heads of $((128 / HEADS)) channels}
-need_file "$RAW_DIR/report.json" "the corpus report (debian_corpus.sh writes it)"
 need_file "$RAW_DIR/test.$SRC" "the test set's source side"
 export TEST_SET=${TEST_SET:-"Debian documentation test pages (${RAW_DIR#"$REPO_ROOT"/}/test.{en,de}, $(line_count "$RAW_DIR/test.$SRC") sentences)"}
-TEST_PARTS=${TEST_PARTS:-$(debian_test_parts "$RAW_DIR")}
+if [ -z "${TEST_PARTS:-}" ]; then
+  need_file "$RAW_DIR/report.json" "the corpus report (debian_corpus.sh writes it; or give TEST_PARTS)"
+  TEST_PARTS=$(debian_test_parts "$RAW_DIR") || die "$RAW_DIR/report.json: no test_lines, where each part of the test set starts (debian_corpus.sh writes them; or give TEST_PARTS)"
+fi
 export TEST_PARTS
 log "real text: corpus $RAW_DIR, work dir $WORK_DIR, runs: $ARCHS, seeds $SEEDS${SEEDS_rpe_transformer:+ (rpe_transformer: $SEEDS_rpe_transformer)}, $model; test parts: $TEST_PARTS"
 
+# take_tuned: the settings of the systems in ARCHS from $CHOSEN, exported for run.sh (and listed in
+# $tuned); a CHOSEN of more systems serves a study of fewer (run.sh refuses a system's setting when ARCHS
+# has no such system: a typo), a system without its lines is an error
+take_tuned() {
+  local entry system var
+  # shellcheck disable=SC1090
+  . "$CHOSEN"
+  tuned=()
+  for entry in $ARCHS; do
+    system=${entry%%=*}
+    [[ "$system" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "ARCHS: run name '$system' (in '$entry') must be letters, digits and _"
+    for var in "LR_$system" "WARMUP_UPDATES_$system"; do
+      [ -n "${!var:-}" ] || die "$CHOSEN has no $var for the system $system of ARCHS=\"$ARCHS\" (tune.sh with those ARCHS writes it)"
+    done
+    for var in "LR_$system" "WARMUP_UPDATES_$system" "ARGS_$system"; do
+      [ -z "${!var+set}" ] || { export "${var?}"; tuned+=("$var=${!var}"); }
+    done
+  done
+}
+if [ -n "${CHOSEN:-}" ]; then
+  need_file "$CHOSEN" "the tuned settings (CHOSEN; tune.sh writes them as \$OUT_DIR/\${NAME}_tuning.env)"
+  take_tuned
+fi
 # the data once (tune.sh trains on it before sample.sh's run.sh would see it); tune.sh, converge.sh and
 # sample.sh each add MODEL_ARGS to EXTRA_TRAIN_ARGS, in the same way, so a run has one record everywhere
 bash "$RECIPE_DIR/prepare.sh"
 if [ -n "${CHOSEN:-}" ]; then
-  need_file "$CHOSEN" "the tuned settings (CHOSEN; tune.sh writes them as \$OUT_DIR/\${NAME}_tuning.env)"
   log "tuned settings from $CHOSEN: tune.sh not run"
 else
   bash "$RECIPE_DIR/tune.sh"
   CHOSEN=$WORK_DIR/tune/chosen.env
+  take_tuned
 fi
 export CHOSEN  # (converge.sh reads it)
-# shellcheck disable=SC1090
-. "$CHOSEN"
-# the settings of the systems in ARCHS, exported for run.sh; a CHOSEN of more systems serves a study of
-# fewer (run.sh refuses a system's setting when ARCHS has no such system: a typo)
-tuned=()
-for entry in $ARCHS; do
-  system=${entry%%=*}
-  for var in "LR_$system" "WARMUP_UPDATES_$system"; do
-    [ -n "${!var:-}" ] || die "$CHOSEN has no $var for the system $system of ARCHS=\"$ARCHS\" (tune.sh with those ARCHS writes it)"
-  done
-  for var in "LR_$system" "WARMUP_UPDATES_$system" "ARGS_$system"; do
-    [ -z "${!var+set}" ] || { export "${var?}"; tuned+=("$var=${!var}"); }
-  done
-done
 if [ -z "${MAX_UPDATE:-}" ]; then
   bash "$RECIPE_DIR/converge.sh"
   # shellcheck disable=SC1091
   . "$WORK_DIR/tune/budget.env"
 fi
 export MAX_UPDATE
-log "tuned settings (from $CHOSEN): ${tuned[*]}; budget $MAX_UPDATE updates"
+log "tuned settings (from $CHOSEN): $(shell_quote "${tuned[@]}"); budget $MAX_UPDATE updates"
 bash "$RECIPE_DIR/sample_figures.sh"

@@ -63,7 +63,8 @@ compare() {  # compare TITLE [fairseq-rope-compare's options]: one table, append
   log "compared: $title"
 }
 compare "Debian manuals, 2 against 4 heads at dimension 128: both test sets" "${runs[@]}" "${interactions[@]}"
-for part in $(debian_test_parts "$raw"); do
+parts=$(debian_test_parts "$raw") || die "$raw/report.json: no test_lines, where each part of the test set starts (debian_corpus.sh writes them)"
+for part in $parts; do
   compare "Debian manuals, 2 against 4 heads at dimension 128: the ${part%%=*} test set (lines ${part#*=})" \
     "${runs[@]}" "${interactions[@]}" --lines "${part#*=}"
 done

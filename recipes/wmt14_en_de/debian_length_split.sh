@@ -39,7 +39,7 @@ for name in sorted(os.listdir(corpus)):
 EOF
   mark_done "$RAW" "TRAIN_MAX_WORDS=$TRAIN_MAX_WORDS CORPUS=$(cat "$CORPUS/.done" | sha256sum | cut -c1-16)"
 fi
-export RAW_DIR=$RAW RAW_OUT=$CORPUS TRAIN_MAX_WORDS
+export RAW_DIR=$RAW TRAIN_MAX_WORDS
 export BUCKETS=${BUCKETS:-$TRAIN_MAX_WORDS,$((2 * TRAIN_MAX_WORDS)),$((3 * TRAIN_MAX_WORDS))}
 export ROPE_AUTO=${ROPE_AUTO:-1}
 export NAME=${NAME:-debian_len$TRAIN_MAX_WORDS}
