@@ -984,6 +984,23 @@ def test_debian_comparison_trains_the_systems_of_archs_with_their_own_lines_of_a
         assert not (work / "data-bin").exists()
 
 
+def test_debian_comparison_takes_the_test_parts_from_report_json_or_test_parts_and_names_a_report_without_them(tmp_path):
+    raw = make_corpus(tmp_path / "raw", train=20)
+    chosen = tmp_path / "chosen.env"
+    chosen.write_text("LR_transformer=1e-3\nWARMUP_UPDATES_transformer=3\n")  # (no rope_transformer: stops there)
+    env = recipe_env(tmp_path / "work", RAW_DIR=raw, CHOSEN=chosen, ARCHS="transformer rope_transformer", MAX_UPDATE=4)
+    proc = step("debian_comparison.sh", env, ok=False, timeout=120)
+    assert f"the corpus report (debian_corpus.sh writes it; or give TEST_PARTS) not found: {raw}/report.json" in proc.stderr
+    (raw / "report.json").write_text(json.dumps({"sources": {}}))
+    proc = step("debian_comparison.sh", env, ok=False, timeout=120)
+    assert f"[debian_comparison] ERROR: {raw}/report.json: no test_lines, where each part of the test set starts" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    (raw / "report.json").unlink()
+    proc = step("debian_comparison.sh", dict(env, TEST_PARTS="prose=1-10 help=11-16"), ok=False, timeout=120)
+    assert "test parts: prose=1-10 help=11-16" in proc.stderr and f"{chosen} has no LR_rope_transformer" in proc.stderr
+    assert not (tmp_path / "work").exists()
+
+
 def test_tune_refuses_a_point_not_trained_to_the_budget(recipe):
     work = recipe["work"]
     point = next((work / "tune" / "checkpoints").glob("transformer_lr*"))
