@@ -131,15 +131,22 @@ def parse_named(spec: str, default_name=None):
 
 
 def save_figure(fig, legend_axes, title: str, ncol: int, path: str):
-    """Title and legend (of ``legend_axes``' series) in a band of fixed height above the panels,
-    then the PNG written atomically and the figure closed."""
+    """Title and legend (of ``legend_axes``' series) in a band of fixed height above the panels, the
+    title's font made smaller where the title would be wider than the figure, then the PNG written
+    atomically and the figure closed."""
     import matplotlib.pyplot as plt
 
     handles, labels = legend_axes.get_legend_handles_labels()
     height = fig.get_figheight()  # title and legend take a fixed height in inches
     fig.legend(handles, labels, loc="upper center", ncol=ncol, fontsize=9,
                bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
-    fig.suptitle(title, fontsize=11, y=1 - 0.03 / height)
+    text = fig.suptitle(title, fontsize=11, y=1 - 0.03 / height)
+    room = 0.97 * fig.get_figwidth() * fig.dpi  # (pixels at the figure's dpi, as the extent)
+    for _ in range(4):  # (a glyph's width is not quite proportional to the size: measured again)
+        wide = text.get_window_extent(fig.canvas.get_renderer()).width
+        if wide <= room:
+            break
+        text.set_fontsize(text.get_fontsize() * room / wide * 0.98)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
     with atomic_output(path, mode=None, suffix=".tmp.png") as tmp:
         fig.savefig(tmp, dpi=120)

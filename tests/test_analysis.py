@@ -203,6 +203,25 @@ def test_plot_training_writes_a_png(tmp_path):
     assert "rope: " in r.stderr and (tmp_path / "one.png").read_bytes().startswith(PNG_MAGIC)
 
 
+@pytest.mark.parametrize("copies", [1, 3, 6])
+def test_plot_training_keeps_a_long_title_inside_the_image(tmp_path, copies):
+    """The title band's leftmost and rightmost columns stay background: a title of one to six times the
+    study's (up to 250 characters) is drawn whole (one of 250 was cut at both edges), centred."""
+    import matplotlib.image
+    import numpy as np
+
+    title = " ".join(["Debian manuals, seed 1 to 30,000 updates"] * copies)
+    out = tmp_path / "curves.png"
+    run(PLOT_TRAINING, f"json={JSON_LOG}", "--out", out, "--title", title)
+    pixels = matplotlib.image.imread(out)[:, :, :3]
+    band = pixels[: int(0.3 * 120)]  # the title's 0.3 inch at the saved 120 dpi
+    inked = np.where((band < 0.5).any(axis=(0, 2)))[0]
+    assert inked.size, "no title drawn"
+    assert inked.min() >= 4 and inked.max() <= band.shape[1] - 5, (inked.min(), inked.max(), band.shape)
+    left, right = inked.min(), band.shape[1] - 1 - inked.max()
+    assert abs(left - right) <= 3  # centred
+
+
 def test_plot_training_errors(tmp_path):
     r = run(PLOT_TRAINING, f"a={tmp_path / 'none.log'}", "--out", tmp_path / "x.png", check=False)
     assert r.returncode == 1 and f"log of run 'a': {tmp_path / 'none.log'}" in r.stderr
