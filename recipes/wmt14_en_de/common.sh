@@ -46,6 +46,10 @@ need_heads() {
   [[ "$1" =~ ^[1-9][0-9]*$ ]] && [ $((128 % $1)) -eq 0 ] \
     || die "HEADS must be a whole number that divides the model dimension 128 (1, 2, 4, ..., 128), got '$1'"
 }
+# need_run_name ENTRY: an ARCHS entry (NAME or NAME=ARCH) whose NAME can end a variable's name (LR_NAME, ...)
+need_run_name() {
+  [[ "${1%%=*}" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "ARCHS: run name '${1%%=*}' (in '$1') must be letters, digits and _"
+}
 # one_of NAME VALUE CHOICE...
 one_of() {
   local name=$1 value=$2; shift 2

@@ -81,8 +81,8 @@ take_tuned() {
   . "$CHOSEN"
   tuned=()
   for entry in $ARCHS; do
+    need_run_name "$entry"
     system=${entry%%=*}
-    [[ "$system" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "ARCHS: run name '$system' (in '$entry') must be letters, digits and _"
     for var in "LR_$system" "WARMUP_UPDATES_$system"; do
       [ -n "${!var:-}" ] || die "$CHOSEN has no $var for the system $system of ARCHS=\"$ARCHS\" (tune.sh with those ARCHS writes it)"
     done

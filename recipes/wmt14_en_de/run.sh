@@ -66,7 +66,7 @@ systems=() runs=()
 declare -A arch_of=() system_of=() seed_of=() rank_of=()
 for entry in $ARCHS; do
   name=${entry%%=*} arch=${entry#*=}
-  [[ "$name" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "ARCHS: run name '$name' (in '$entry') must be letters, digits and _"
+  need_run_name "$entry"
   [[ "$arch" =~ ^[A-Za-z0-9_]+$ ]] || die "ARCHS: '$entry' must be ARCH or NAME=ARCH"
   [[ " ${systems[*]} " != *" $name "* ]] || die "ARCHS: two runs are named '$name'; give one another name (NAME=ARCH)"
   systems+=("$name")

@@ -56,9 +56,7 @@ need_int THREADS_PER_RUN "$THREADS_PER_RUN" 1
 need_file "$DATA_BIN/dict.$SRC.txt" "binarized data (run prepare.sh first; DATA_BIN)"
 need_cmd fairseq-rope-tune "$ROPE_HINT"
 
-for entry in $ARCHS; do
-  [[ "${entry%%=*}" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "ARCHS: run name '${entry%%=*}' (in '$entry') must be letters, digits and _"
-done
+for entry in $ARCHS; do need_run_name "$entry"; done
 points=()  # SYSTEM ARCH LR WARMUP; the systems interleaved, so that a part of the grid has points of each
 for lr in $TUNE_LRS; do for wu in $TUNE_WARMUPS; do for entry in $ARCHS; do
   points+=("${entry%%=*} ${entry#*=} $lr $wu")
