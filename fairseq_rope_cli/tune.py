@@ -4,6 +4,7 @@
         --out-md debian_tuning.md --out-env chosen.env
     fairseq-rope-tune flat transformer=work/debian/checkpoints/transformer_seed1 rope=... [--last 0.2] [--drop 0.01]
     fairseq-rope-tune lenpen work/debian/eval/rope_seed1/valid_lenpen*/result.json [--out-env lenpen.env]
+    fairseq-rope-tune extrapolate transformer=work/debian/checkpoints/transformer_seed1 ... [--from 8000 ...]
 
 grid: each run is SYSTEM=DIR, a folder train.sh trained (its .settings give the learning rate and
 warm-up; its train.log the validations). The point of a system with the lowest valid loss at
@@ -18,13 +19,29 @@ flat: a run has stopped improving when its valid loss at the last validation is 
 (default: the last fifth of the updates). Prints one line a run; exit status 0 only when every run is
 flat, 3 when some is not.
 
+extrapolate: where a run that is not flat yet is heading. The power law L(t) = a + b (t/1000)^-c of least
+squared error through the run's validations from update --from on (for each exponent c on a grid 0.001
+apart, then 0.000001 apart around the best, a and b by linear least squares), and the budget at which
+that law is flat by flat's criterion (its drop over the last --last of the updates under --drop): with
+x = (1 - last)^-c, the drop is b T^-c (x - 1) / (a + b T^-c x), under --drop from
+T^-c = drop a / (b (x - 1 - drop x)) on. --from may be given several times: the fits from later
+updates show how far the projection depends on where the fit starts (default: from a quarter and from
+half of the last validation's update). a is the loss the law tends to: an extrapolation, which holds only
+as long as the loss goes on falling as it did (an inverse square root schedule keeps the learning rate
+falling; a change of schedule or over-fitting breaks it). A fit that does not fall (b <= 0), tends to a
+loss at or below zero, or needs an exponent at the grid's end (0.001 or 5) gives no projection, says why,
+and makes the exit status 3 (0: every fit projected).
+
 lenpen: result.json files of evaluate.sh on the valid set (GEN_SUBSET=valid, one per length penalty):
 the one with the highest BLEU (ties: the penalty closest to the paper's 0.6), per system.
 """
 
 import json
+import math
 import os
 import sys
+
+import numpy as np
 
 from .common import InputError, argument_parser, atomic_output, parse_named
 from .plot_training import parse_log
@@ -182,6 +199,95 @@ def run_flat(args):
     return 0 if all_flat else 3
 
 
+MAX_EXPONENT = 5.0
+
+
+def power_law(updates, losses):
+    """(a, b, c, residual sd, at the grid's end) of L(t) = a + b (t/1000)^-c of least squared error through
+    the points (updates, losses); the last is true where the best exponent is 0.001 or MAX_EXPONENT (the
+    points are not a power law: the true best lies beyond the grid)."""
+    x = np.asarray(updates, dtype=float) / 1000
+    y = np.asarray(losses, dtype=float)
+
+    def fits(exponents):  # each exponent's a, b and squared error, a and b by least squares
+        z = x[None, :] ** -exponents[:, None]
+        zc = z - z.mean(axis=1, keepdims=True)
+        yc = y - y.mean()
+        zz = (zc * zc).sum(axis=1)
+        b = (zc * yc).sum(axis=1) / zz
+        a = y.mean() - b * z.mean(axis=1)
+        return a, b, (yc * yc).sum() - b * (zc * yc).sum(axis=1)
+
+    coarse = np.arange(1, int(MAX_EXPONENT * 1000) + 1) / 1000
+    best = int(np.argmin(fits(coarse)[2]))
+    fine = coarse[best] + np.arange(-1000, 1001) / 1e6
+    fine = fine[(fine >= coarse[0]) & (fine <= coarse[-1])]
+    a, b, sse = fits(fine)
+    k = int(np.argmin(sse))
+    return (float(a[k]), float(b[k]), float(fine[k]), math.sqrt(max(float(sse[k]), 0.0) / (len(y) - 3)),
+            best in (0, len(coarse) - 1))
+
+
+def flat_from(a, b, c, last, drop):
+    """The budget T from which a + b (t/1000)^-c falls less than `drop` (relative) over its last `last`
+    of the updates (0 where it does at every budget)."""
+    x = (1 - last) ** -c
+    if x - 1 - drop * x <= 0:
+        return 0
+    return 1000 * (drop * a / (b * (x - 1 - drop * x))) ** (-1 / c)
+
+
+def run_extrapolate(args):
+    if not 0 < args.last < 1:
+        raise InputError(PROG, f"--last {args.last}: expected a fraction of the updates between 0 and 1")
+    if not 0 < args.drop < 1:
+        raise InputError(PROG, f"--drop {args.drop}: expected a relative drop between 0 and 1, e.g. 0.01")
+    rows, status = [], 0
+    for spec in args.runs:
+        name, folder = parse_named(spec, default_name=lambda p: os.path.basename(p.rstrip("/")))
+        losses = valid_losses(folder, args.loss)
+        if not losses:
+            raise InputError(PROG, f"{folder}: no validation in its train.log")
+        end = max(losses)
+        starts = args.starts or sorted({min(u for u in losses if u >= end * q) for q in (0.25, 0.5)})
+        for start in starts:
+            points = sorted(u for u in losses if u >= start)
+            if len(points) < 4:
+                raise InputError(PROG, f"{folder}: {len(points)} validation(s) from update {start} on (last: {end}); "
+                                 f"a power law of three parameters needs at least 4 (an earlier --from)")
+            a, b, c, sd, at_end = power_law(points, [losses[u] for u in points])
+            where = f"{name}: valid {args.loss} from update {start} on ({len(points)} validations, last {end})"
+            why = ("it does not fall (the best power law rises)" if b <= 0 else
+                   f"it does not fall like a power of the updates (the best exponent is at the end of the grid, "
+                   f"0.001 or {MAX_EXPONENT:g})" if at_end else
+                   f"the best power law tends to {a:.3f}, at or below zero: not a loss heading for a floor" if a <= 0
+                   else None)
+            if why:
+                print(f"{where}: no projection: {why}")
+                rows.append(f"| {name} | {start} | {len(points)} | | | | | {end} | {losses[end]:.4f} | no projection: {why} | |\n")
+                status = 3
+                continue
+            budget = flat_from(a, b, c, args.last, args.drop)
+            at = max(budget, end)
+            loss_there = a + b * (at / 1000) ** -c
+            verdict = (f"flat by the law already (from {round(budget):,})" if budget <= end
+                       else f"flat at about {float(f'{budget:.3g}'):,.0f} updates (x{budget / end:.1f})")
+            print(f"{where}: {a:.3f} + {b:.3f} (t/1000)^-{c:.3f}, residual sd {sd:.4f}; {verdict}, where it is {loss_there:.3f}; "
+                  f"it tends to {a:.3f} (criterion: < {100 * args.drop:g}% over the last {100 * args.last:g}%)")
+            rows.append(f"| {name} | {start} | {len(points)} | {a:.3f} | {b:.3f} | {c:.3f} | {sd:.4f} | {end} | "
+                        f"{losses[end]:.4f} | {verdict} | {loss_there:.3f} |\n")
+    if args.out_md:
+        with atomic_output(args.out_md) as f:
+            f.write(f"The valid {args.loss} of each run from update 'from' on, fitted by a + b (t/1000)^-c (least squares; "
+                    f"fairseq-rope-tune extrapolate), and the budget at which that law is less than {100 * args.drop:g}% "
+                    f"lower over the last {100 * args.last:g}% of the updates. An extrapolation: it holds as long as the "
+                    f"loss goes on falling as it did.\n\n"
+                    "| system | from | validations | a (limit) | b | c | residual sd | last update | its loss | "
+                    "flat | loss there |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
+            f.writelines(rows)
+    return status
+
+
 def run_lenpen(args):
     by_system = {}
     for path in args.results:
@@ -222,6 +328,15 @@ def main(argv=None):
     flat.add_argument("--drop", type=float, default=0.01, help="relative drop under which a run is flat (default 0.01)")
     flat.add_argument("--loss", default="nll_loss", choices=("loss", "nll_loss"))
     flat.add_argument("--out-md", help="the same as a table (markdown)")
+    extra = sub.add_parser("extrapolate", help="the budget at which a run's valid loss would be flat, by a power law")
+    extra.add_argument("runs", nargs="+", metavar="NAME=DIR")
+    extra.add_argument("--from", dest="starts", type=int, action="append", metavar="UPDATE",
+                       help="fit the validations from this update on (repeat for several fits; "
+                            "default: from a quarter and from half of the last)")
+    extra.add_argument("--last", type=float, default=0.2, help="flat's window (default 0.2)")
+    extra.add_argument("--drop", type=float, default=0.01, help="flat's relative drop (default 0.01)")
+    extra.add_argument("--loss", default="nll_loss", choices=("loss", "nll_loss"))
+    extra.add_argument("--out-md", help="the fits as a table (markdown)")
     lenpen = sub.add_parser("lenpen", help="the length penalty of highest valid BLEU per system")
     lenpen.add_argument("results", nargs="+", metavar="RESULT_JSON")
     lenpen.add_argument("--out-env", help="LENPEN_<system>= lines")
@@ -232,6 +347,8 @@ def main(argv=None):
         return run_grid(args)
     if args.command == "flat":
         return run_flat(args)
+    if args.command == "extrapolate":
+        return run_extrapolate(args)
     return run_lenpen(args)
 
 

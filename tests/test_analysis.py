@@ -8,6 +8,7 @@ fairseq-train run each (rope_transformer, 60 updates, --eval-bleu; the model dum
 """
 
 import json
+import math
 import os
 import re
 import statistics
@@ -296,6 +297,93 @@ def test_tuning_table_says_when_a_choice_is_at_the_edge_of_the_learning_rates_tr
     assert notes["edge"].endswith("; the largest learning rate tried: the best may lie beyond it (extend TUNE_LRS)")
     assert notes["low"].startswith("lr 1e-3,") and "the smallest learning rate tried" in notes["low"]
     assert "beyond" not in notes["two"]
+
+
+def law_drop(a, b, c, budget, last):
+    """The relative drop of a + b (t/1000)^-c over the last `last` of `budget` updates (flat's criterion)."""
+    def f(t):
+        return a + b * (t / 1000) ** -c
+    return (f((1 - last) * budget) - f(budget)) / f((1 - last) * budget)
+
+
+@pytest.mark.parametrize("a, b, c, last, drop", [
+    (2.3, 3.0, 0.68, 0.2, 0.01), (2.3, 2.0, 0.62, 0.2, 0.01), (1.0, 5.0, 1.5, 0.2, 0.01),
+    (3.5, 0.8, 0.3, 0.2, 0.005), (2.3, 3.0, 0.68, 0.5, 0.03), (0.4, 9.0, 1.1, 0.1, 0.002),
+])
+def test_extrapolate_recovers_the_power_law_and_the_budget_at_which_it_is_flat(tmp_path, a, b, c, last, drop):
+    """Validations on a + b (t/1000)^-c, at a run's irregular updates (every 200 and at epoch ends): the fit
+    gives the law back, and the projected budget is where the law's own drop over the last `last` of the
+    updates crosses `drop` (found here by bisection on the law, not by the tool's closed form)."""
+    from fairseq_rope_cli import tune
+
+    updates = sorted(set(range(6000, 30001, 200)) | set(range(5715, 30001, 715)))
+    (tmp_path / "run").mkdir()
+    log = write_valid_log(tmp_path / "run" / "train.log", {u: a + b * (u / 1000) ** -c for u in updates})
+    fa, fb, fc, sd, at_end = tune.power_law(updates, [a + b * (u / 1000) ** -c for u in updates])
+    assert (fa, fb, fc) == pytest.approx((a, b, c), rel=1e-4) and sd < 1e-5 and not at_end
+    low, high = 30000.0, 3e7  # the budget at which the law's drop equals `drop`, by bisection
+    assert law_drop(a, b, c, low, last) > drop > law_drop(a, b, c, high, last)
+    while high - low > 1e-3:
+        mid = (low + high) / 2
+        low, high = (mid, high) if law_drop(a, b, c, mid, last) > drop else (low, mid)
+    r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"law={log.parent}", "--from", 8000, "--from", 15000,
+            "--last", last, "--drop", drop, "--out-md", tmp_path / "x.md")
+    lines_ = r.stdout.splitlines()
+    assert [l.split(" on (")[0] for l in lines_] == [f"law: valid nll_loss from update {u}" for u in (8000, 15000)]
+    for line in lines_:
+        m = re.search(r"\((\d+) validations, last 30000\): ([\d.]+) \+ ([\d.]+) \(t/1000\)\^-([\d.]+), residual sd "
+                      r"([\d.]+); flat at about ([\d,]+) updates \(x([\d.]+)\), where it is ([\d.]+); it tends to ([\d.]+) "
+                      rf"\(criterion: < {100 * drop:g}% over the last {100 * last:g}%\)$", line)
+        assert m, line
+        assert [float(m[i]) for i in (2, 3, 4)] == pytest.approx([a, b, c], abs=0.0005) and float(m[5]) < 1e-4
+        assert int(m[6].replace(",", "")) == pytest.approx(float(f"{low:.3g}"), abs=0.5)
+        assert float(m[7]) == pytest.approx(low / 30000, abs=0.05)
+        assert float(m[8]) == pytest.approx(a + b * (low / 1000) ** -c, abs=0.0005)
+    assert int(re.search(r"from update 8000 on \((\d+) validations", lines_[0])[1]) == sum(u >= 8000 for u in updates)
+    table = (tmp_path / "x.md").read_text()
+    assert re.search(rf"^\| law \| 15000 \| {sum(u >= 15000 for u in updates)} \| {a:.3f} \| {b:.3f} \| {c:.3f} \| ",
+                     table, re.M), table
+
+
+def test_extrapolate_on_noisy_validations_stays_near_the_law():
+    """Validations with noise of sd 0.008 bits about a + b (t/1000)^-c (the spread of a real run's about its
+    fit): the fitted limit and exponent stay near the law's."""
+    import random
+
+    from fairseq_rope_cli import tune
+
+    rng = random.Random(3)
+    updates = list(range(8000, 40001, 200))
+    fa, fb, fc, sd, _ = tune.power_law(updates, [2.3 + 3.0 * (u / 1000) ** -0.68 + rng.gauss(0, 0.008) for u in updates])
+    assert abs(fa - 2.3) < 0.1 and abs(fc - 0.68) < 0.15 and sd == pytest.approx(0.008, abs=0.002)
+
+
+@pytest.mark.parametrize("law, message", [
+    (lambda u: 2.0 + 0.00001 * u, "it does not fall (the best power law rises)"),
+    (lambda u: 9.0 - 0.5 * math.log(u), "it does not fall like a power of the updates (the best exponent is at the end of the grid"),
+    (lambda u: -1.0 + 3.0 * (u / 1000) ** -0.2, "the best power law tends to -1.000, at or below zero"),
+])
+def test_extrapolate_says_which_fit_gives_no_projection_and_still_projects_the_others(tmp_path, law, message):
+    """A run whose loss rises, falls like a logarithm or heads below zero gets no projection, with the
+    reason, exit status 3; the other run given is still projected."""
+    for name, losses in (("bad", {u: law(u) for u in range(2000, 20001, 500)}),
+                         ("good", {u: 2.3 + 3.0 * (u / 1000) ** -0.68 for u in range(2000, 20001, 500)})):
+        (tmp_path / name).mkdir()
+        write_valid_log(tmp_path / name / "train.log", losses)
+    r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'bad'}", f"y={tmp_path / 'good'}",
+            "--from", 4000, check=False)
+    assert r.returncode == 3 and r.stdout.startswith(
+        f"x: valid nll_loss from update 4000 on (33 validations, last 20000): no projection: {message}"), r.stdout
+    assert "\ny: valid nll_loss from update 4000 on (33 validations, last 20000): 2.300 + 3.000 (t/1000)^-0.680, " in r.stdout
+
+
+def test_extrapolate_needs_four_validations_from_its_start(tmp_path):
+    (tmp_path / "run").mkdir()
+    write_valid_log(tmp_path / "run" / "train.log", {u: 5.0 - u / 1000 for u in (100, 200, 300, 400, 500)})
+    r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--from", 300, check=False)
+    assert r.returncode == 1 and "3 validation(s) from update 300 on (last: 500); a power law of three parameters needs at least 4" in r.stderr
+    r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--drop", "1.5", check=False)
+    assert r.returncode == 1 and "--drop 1.5: expected a relative drop between 0 and 1" in r.stderr
 
 
 # --------------------------------------------------------------------------- length_study_data.py

@@ -1112,6 +1112,35 @@ def test_converge_stopped_between_two_budgets_goes_on_to_the_next_budget_from_th
     assert max(valid_nll(run / "train.log")) == 8
 
 
+def test_converge_not_flat_by_converge_max_reports_where_each_run_is_heading_before_its_error(recipe, tmp_path):
+    """converge.sh whose runs are not flat by CONVERGE_MAX (a criterion no falling loss meets) writes, before
+    its error, each run's projection (fairseq-rope-tune extrapolate on the run, with FLAT_LAST and FLAT_DROP:
+    a fit, or why there is none) into the report, once however often it stops there."""
+    chosen = tmp_path / "chosen.env"
+    chosen.write_text("LR_transformer=1e-3\nWARMUP_UPDATES_transformer=2\nLR_rope=2e-3\nWARMUP_UPDATES_rope=2\n")
+    env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}
+    env.update(WORK_DIR=str(tmp_path / "work"), DATA_BIN=str(recipe["work"] / "data-bin"), ARCHS="transformer rope=rope_transformer",
+               MODEL_ARGS=TINY_MODEL, SAVE_INTERVAL_UPDATES="1", CHOSEN=str(chosen), CONVERGE_START="8",
+               CONVERGE_STEP="4", CONVERGE_MAX="12", FLAT_LAST="0.5", FLAT_DROP="0.000001", OUT_DIR=str(tmp_path), NAME="tiny")
+    proc = step("converge.sh", env, ok=False)
+    assert "not flat by CONVERGE_MAX=12 updates: transformer rope reached none none" in proc.stdout + proc.stderr
+    report = (tmp_path / "work" / "tune" / "convergence.md.tmp").read_text()
+    projected = [line for line in report.splitlines() if line.startswith("- projected: ")]
+    expected = []
+    for name in ("transformer", "rope"):
+        run = tmp_path / "work" / "checkpoints" / f"{name}_seed1"
+        assert max(valid_nll(run / "train.log")) == 12
+        direct = run_tool("fairseq-rope-tune", "extrapolate", f"{name}={run}", "--last", "0.5", "--drop", "0.000001", check=False)
+        expected += [f"- projected: {line}" for line in (direct.stdout + direct.stderr).splitlines()]
+    # (a fit from a quarter and one from half of each run's updates, each projected or saying why not)
+    assert projected == expected and len(expected) == 4, report
+    assert all(re.match(r"- projected: (transformer|rope): valid nll_loss from update \d+ on \(\d+ validations, last 12\): ",
+                        line) for line in projected), report
+    step("converge.sh", env, ok=False)  # stopped there again: the same lines, not twice
+    again = (tmp_path / "work" / "tune" / "convergence.md.tmp").read_text()
+    assert [line for line in again.splitlines() if line.startswith("- projected: ")] == expected
+
+
 def test_head_size_tables_the_interaction_of_ropes_lead_and_the_head_size_from_the_two_studies_records(tmp_path):
     """debian_head_size.sh on the records of two studies (HEADS=2 and HEADS=4, two or three seeds each): every
     seed's hypotheses scored by sacreBLEU, the interaction (RoPE 4 heads - transformer 4 heads) - (RoPE 2 heads -

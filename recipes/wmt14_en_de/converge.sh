@@ -7,7 +7,9 @@
 # $WORK_DIR/tune/budget.env (MAX_UPDATE=N), published as $OUT_DIR/${NAME}_budget.env beside tune.sh's
 # ${NAME}_tuning.env, and $OUT_DIR/${NAME}_convergence.md (every check). Each
 # system goes on by itself until it is flat (a slot freed early goes to another), then every system is
-# taken to the largest of those budgets, until one budget is flat for all of them.
+# taken to the largest of those budgets, until one budget is flat for all of them. Not flat by
+# CONVERGE_MAX: the report also gets, for each run, the budget at which a power law fitted to its valid loss
+# (from a quarter of its updates on) would be flat (fairseq-rope-tune extrapolate), before the error.
 # The runs are run.sh's first seed (checkpoints/NAME_seedS), so the comparison does not train them again.
 # Stopped and run again, each run goes on from its last checkpoint to the next budget of the grid.
 # Knobs:
@@ -103,7 +105,19 @@ while :; do
   in_parallel "$PARALLEL_RUNS" converge_one "" "${names[@]}"
   budgets=()
   for name in "${names[@]}"; do budgets+=("$(cat "$flat_dir/$name")"); done
-  [[ " ${budgets[*]} " != *" none "* ]] || die "not flat by CONVERGE_MAX=$CONVERGE_MAX updates: ${names[*]} reached ${budgets[*]} (see $report.tmp); raise it"
+  if [[ " ${budgets[*]} " == *" none "* ]]; then
+    # where each run is heading: the budget at which a power law fitted to its valid loss would be flat
+    for name in "${names[@]}"; do
+      projection=$(fairseq-rope-tune extrapolate "$name=$WORK_DIR/checkpoints/${name}_seed$FIRST_SEED" \
+        --last "$FLAT_LAST" --drop "$FLAT_DROP" 2>&1) || true  # (a run it cannot fit: its error, in the report)
+      while IFS= read -r line; do
+        line="- projected: $line"
+        grep -qxF -- "$line" "$report.tmp" || printf '%s\n' "$line" >> "$report.tmp"
+        log "$line"
+      done <<< "$projection"
+    done
+    die "not flat by CONVERGE_MAX=$CONVERGE_MAX updates: ${names[*]} reached ${budgets[*]} (see $report.tmp); raise it"
+  fi
   budget=$(printf '%s\n' "${budgets[@]}" | sort -n | tail -n 1)
   [ "$(printf '%s\n' "${budgets[@]}" | sort -u | wc -l)" -gt 1 ] || break
   floor=$budget
