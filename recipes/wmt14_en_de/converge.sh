@@ -109,7 +109,7 @@ while :; do
     # where each run is heading: the budget at which a power law fitted to its valid loss would be flat
     for name in "${names[@]}"; do
       projection=$(fairseq-rope-tune extrapolate "$name=$WORK_DIR/checkpoints/${name}_seed$FIRST_SEED" \
-        --last "$FLAT_LAST" --drop "$FLAT_DROP" 2>&1) || true  # (a run it cannot fit: its error, in the report)
+        --last "$FLAT_LAST" --drop "$FLAT_DROP" 2>&1) || true  # (status 3: a fit without projection, its line says why)
       while IFS= read -r line; do
         line="- projected: $line"
         grep -qxF -- "$line" "$report.tmp" || printf '%s\n' "$line" >> "$report.tmp"
