@@ -4,7 +4,7 @@
         --out-md debian_tuning.md --out-env chosen.env
     fairseq-rope-tune flat transformer=work/debian/checkpoints/transformer_seed1 rope=... [--last 0.2] [--drop 0.01]
     fairseq-rope-tune lenpen work/debian/eval/rope_seed1/valid_lenpen*/result.json [--out-env lenpen.env]
-    fairseq-rope-tune extrapolate transformer=work/debian/checkpoints/transformer_seed1 ... [--from 8000 ...]
+    fairseq-rope-tune extrapolate transformer=work/debian/checkpoints/transformer_seed1 ... [--from 8000 ...] [--until 24000]
 
 grid: each run is SYSTEM=DIR, a folder train.sh trained (its .settings give the learning rate and
 warm-up; its train.log the validations). The point of a system with the lowest valid loss at
@@ -26,7 +26,9 @@ that law is flat by flat's criterion (its drop over the last --last of the updat
 x = (1 - last)^-c, the drop is b T^-c (x - 1) / (a + b T^-c x), under --drop from
 T^-c = drop a / (b (x - 1 - drop x)) on. --from may be given several times: the fits from later
 updates show how far the projection depends on where the fit starts (default: from a quarter and from
-half of the last validation's update). a is the loss the law tends to: an extrapolation, which holds only
+half of the last validation's update). --until fits only the validations up to an update and prints the
+law's prediction at the log's last validation beside its loss: how well a fit made earlier predicted the
+rest of the run. a is the loss the law tends to: an extrapolation, which holds only
 as long as the loss goes on falling as it did (an inverse square root schedule keeps the learning rate
 falling; a change of schedule or over-fitting breaks it). A fit that does not fall (b <= 0), tends to a
 loss at or below zero, or needs an exponent at the grid's end (0.001 or 5) gives no projection, says why,
@@ -248,10 +250,13 @@ def run_extrapolate(args):
         losses = valid_losses(folder, args.loss)
         if not losses:
             raise InputError(PROG, f"{folder}: no validation in its train.log")
-        end = max(losses)
+        logged = max(losses)  # (the last validation; `end`: the last one fitted, at most --until)
+        end = max((u for u in losses if u <= args.until), default=None) if args.until else logged
+        if end is None:
+            raise InputError(PROG, f"--until {args.until}: {folder} has no validation at or before it (first: {min(losses)})")
         starts = args.starts or sorted({min(u for u in losses if u >= end * q) for q in (0.25, 0.5)})
         for start in starts:
-            points = sorted(u for u in losses if u >= start)
+            points = sorted(u for u in losses if start <= u <= end)
             if len(points) < 4:
                 raise InputError(PROG, f"{folder}: {len(points)} validation(s) from update {start} on (last: {end}); "
                                  f"a power law of three parameters needs at least 4 (an earlier --from)")
@@ -264,7 +269,7 @@ def run_extrapolate(args):
                    else None)
             if why:
                 print(f"{where}: no projection: {why}")
-                rows.append(f"| {name} | {start} | {len(points)} | | | | | {end} | {losses[end]:.4f} | no projection: {why} | |\n")
+                rows.append(f"| {name} | {start} | {len(points)} | | | | | {end} | {losses[end]:.4f} | no projection: {why} | | |\n")
                 status = 3
                 continue
             budget = flat_from(a, b, c, args.last, args.drop)
@@ -272,18 +277,20 @@ def run_extrapolate(args):
             loss_there = a + b * (at / 1000) ** -c
             verdict = (f"flat by the law already (from {round(budget):,})" if budget <= end
                        else f"flat at about {float(f'{budget:.3g}'):,.0f} updates (x{budget / end:.1f})")
+            later = (f"; at update {logged} it predicts {a + b * (logged / 1000) ** -c:.3f}, the log has {losses[logged]:.3f}"
+                     if logged > end else "")
             print(f"{where}: {a:.3f} + {b:.3f} (t/1000)^-{c:.3f}, residual sd {sd:.4f}; {verdict}, where it is {loss_there:.3f}; "
-                  f"it tends to {a:.3f} (criterion: < {100 * args.drop:g}% over the last {100 * args.last:g}%)")
+                  f"it tends to {a:.3f} (criterion: < {100 * args.drop:g}% over the last {100 * args.last:g}%){later}")
             rows.append(f"| {name} | {start} | {len(points)} | {a:.3f} | {b:.3f} | {c:.3f} | {sd:.4f} | {end} | "
-                        f"{losses[end]:.4f} | {verdict} | {loss_there:.3f} |\n")
+                        f"{losses[end]:.4f} | {verdict} | {loss_there:.3f} | {later[2:] or '–'} |\n")
     if args.out_md:
         with atomic_output(args.out_md) as f:
             f.write(f"The valid {args.loss} of each run from update 'from' on, fitted by a + b (t/1000)^-c (least squares; "
                     f"fairseq-rope-tune extrapolate), and the budget at which that law is less than {100 * args.drop:g}% "
                     f"lower over the last {100 * args.last:g}% of the updates. An extrapolation: it holds as long as the "
                     f"loss goes on falling as it did.\n\n"
-                    "| system | from | validations | a (limit) | b | c | residual sd | last update | its loss | "
-                    "flat | loss there |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
+                    "| system | from | validations | a (limit) | b | c | residual sd | last update fitted | its loss | "
+                    "flat | loss there | later validations |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
             f.writelines(rows)
     return status
 
@@ -333,6 +340,9 @@ def main(argv=None):
     extra.add_argument("--from", dest="starts", type=int, action="append", metavar="UPDATE",
                        help="fit the validations from this update on (repeat for several fits; "
                             "default: from a quarter and from half of the last)")
+    extra.add_argument("--until", type=int, metavar="UPDATE",
+                       help="fit the validations up to this update only; the law's prediction at the log's last "
+                            "validation is printed beside that validation's loss (how well the law predicted)")
     extra.add_argument("--last", type=float, default=0.2, help="flat's window (default 0.2)")
     extra.add_argument("--drop", type=float, default=0.01, help="flat's relative drop (default 0.01)")
     extra.add_argument("--loss", default="nll_loss", choices=("loss", "nll_loss"))

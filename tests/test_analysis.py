@@ -345,6 +345,25 @@ def test_extrapolate_recovers_the_power_law_and_the_budget_at_which_it_is_flat(t
                      table, re.M), table
 
 
+def test_extrapolate_until_fits_the_validations_up_to_an_update_and_sets_the_prediction_beside_the_log(tmp_path):
+    """--until 20000 on a run that follows a + b (t/1000)^-c to 20,000 updates and then sits 0.05 above it:
+    the fit is the law's (the later validations left out), and the law's value at the last validation is
+    printed beside the logged one; an --until before the first validation is an error naming both."""
+    a, b, c = 2.3, 3.0, 0.68
+    updates = list(range(4000, 30001, 200))
+    (tmp_path / "run").mkdir()
+    write_valid_log(tmp_path / "run" / "train.log",
+                    {u: a + b * (u / 1000) ** -c + (0.05 if u > 20000 else 0) for u in updates})
+    r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--until", 20100,
+            "--from", 8000, "--out-md", tmp_path / "x.md")
+    assert r.stdout.startswith(f"x: valid nll_loss from update 8000 on ({len(range(8000, 20001, 200))} validations, "
+                               f"last 20000): 2.300 + 3.000 (t/1000)^-0.680, residual sd 0.0000; "), r.stdout
+    assert r.stdout.endswith(f"; at update 30000 it predicts {a + b * 30 ** -c:.3f}, the log has {a + b * 30 ** -c + 0.05:.3f}\n")
+    assert f"| at update 30000 it predicts {a + b * 30 ** -c:.3f}, the log has {a + b * 30 ** -c + 0.05:.3f} |" in (tmp_path / "x.md").read_text()
+    r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--until", 3000, check=False)
+    assert r.returncode == 1 and f"--until 3000: {tmp_path / 'run'} has no validation at or before it (first: 4000)" in r.stderr
+
+
 def test_extrapolate_on_noisy_validations_stays_near_the_law():
     """Validations with noise of sd 0.008 bits about a + b (t/1000)^-c (the spread of a real run's about its
     fit): the fitted limit and exponent stay near the law's."""
