@@ -21,18 +21,20 @@ flat, 3 when some is not.
 
 extrapolate: where a run that is not flat yet is heading. The power law L(t) = a + b (t/1000)^-c of least
 squared error through the run's validations from update --from on (for each exponent c on a grid 0.001
-apart, then 0.000001 apart around the best, a and b by linear least squares), and the budget at which
+apart, then 0.000001 apart around the best, a and b by linear least squares), and the budget T at which
 that law is flat by flat's criterion (its drop over the last --last of the updates under --drop): with
-x = (1 - last)^-c, the drop is b T^-c (x - 1) / (a + b T^-c x), under --drop from
-T^-c = drop a / (b (x - 1 - drop x)) on. --from may be given several times: the fits from later
-updates show how far the projection depends on where the fit starts (default: from a quarter and from
-half of the last validation's update). --until fits only the validations up to an update and prints the
-law's prediction at the log's last validation beside its loss: how well a fit made earlier predicted the
-rest of the run. a is the loss the law tends to: an extrapolation, which holds only
-as long as the loss goes on falling as it did (an inverse square root schedule keeps the learning rate
-falling; a change of schedule or over-fitting breaks it). A fit that does not fall (b <= 0), tends to a
-loss at or below zero, or needs an exponent at the grid's end (0.001 or 5) gives no projection, says why,
-and makes the exit status 3 (0: every fit projected).
+x = (1 - last)^-c, the drop is b (T/1000)^-c (x - 1) / (a + b (T/1000)^-c x), under --drop from
+(T/1000)^-c = drop a / (b (x - 1 - drop x)) on, and at every budget where x - 1 - drop x <= 0.
+--from may be given several times: the fits from later updates show how far the projection depends on
+where the fit starts (default: from a quarter and from half of the last validation's update). --until
+fits only the validations up to an update and prints the law's prediction at the log's last validation
+beside its loss: how well a fit made earlier predicted the rest of the run. a is the loss the law tends
+to. All of this is an extrapolation, which holds only as long as the loss goes on falling as it did (an
+inverse square root schedule keeps the learning rate falling; a change of schedule or over-fitting
+breaks it), and it has no interval: how much it moves shows in the fits from later updates. A fit from
+fewer than 4 validations, or that does not fall (b <= 0), tends to a loss at or below zero, or needs an
+exponent at the grid's end (0.001 or 5) gives no projection, says why, and makes the exit status 3
+(0: every fit projected).
 
 lenpen: result.json files of evaluate.sh on the valid set (GEN_SUBSET=valid, one per length penalty):
 the one with the highest BLEU (ties: the penalty closest to the paper's 0.6), per system.
@@ -205,9 +207,9 @@ MAX_EXPONENT = 5.0
 
 
 def power_law(updates, losses):
-    """(a, b, c, residual sd, at the grid's end) of L(t) = a + b (t/1000)^-c of least squared error through
-    the points (updates, losses); the last is true where the best exponent is 0.001 or MAX_EXPONENT (the
-    points are not a power law: the true best lies beyond the grid)."""
+    """(a, b, c, residual sd, end) of L(t) = a + b (t/1000)^-c of least squared error through the points
+    (updates, losses); `end` names the end of the exponent's grid the best c lies at ("low": 0.001, "high":
+    MAX_EXPONENT; the points are then no power law, the true best lying beyond the grid), else None."""
     x = np.asarray(updates, dtype=float) / 1000
     y = np.asarray(losses, dtype=float)
 
@@ -218,7 +220,7 @@ def power_law(updates, losses):
         zz = (zc * zc).sum(axis=1)
         b = (zc * yc).sum(axis=1) / zz
         a = y.mean() - b * z.mean(axis=1)
-        return a, b, (yc * yc).sum() - b * (zc * yc).sum(axis=1)
+        return a, b, ((yc[None, :] - b[:, None] * zc) ** 2).sum(axis=1)
 
     coarse = np.arange(1, int(MAX_EXPONENT * 1000) + 1) / 1000
     best = int(np.argmin(fits(coarse)[2]))
@@ -226,17 +228,18 @@ def power_law(updates, losses):
     fine = fine[(fine >= coarse[0]) & (fine <= coarse[-1])]
     a, b, sse = fits(fine)
     k = int(np.argmin(sse))
-    return (float(a[k]), float(b[k]), float(fine[k]), math.sqrt(max(float(sse[k]), 0.0) / (len(y) - 3)),
-            best in (0, len(coarse) - 1))
+    end = "low" if fine[k] <= coarse[0] else "high" if fine[k] >= coarse[-1] else None
+    return float(a[k]), float(b[k]), float(fine[k]), math.sqrt(float(sse[k]) / (len(y) - 3)), end
 
 
 def flat_from(a, b, c, last, drop):
     """The budget T from which a + b (t/1000)^-c falls less than `drop` (relative) over its last `last`
-    of the updates (0 where it does at every budget)."""
+    of the updates (0 where it does at every budget, math.inf past 10^15 updates)."""
     x = (1 - last) ** -c
     if x - 1 - drop * x <= 0:
         return 0
-    return 1000 * (drop * a / (b * (x - 1 - drop * x))) ** (-1 / c)
+    log10_budget = 3 - math.log10(drop * a / (b * (x - 1 - drop * x))) / c
+    return 10 ** log10_budget if log10_budget < 15 else math.inf
 
 
 def run_extrapolate(args):
@@ -251,32 +254,36 @@ def run_extrapolate(args):
         if not losses:
             raise InputError(PROG, f"{folder}: no validation in its train.log")
         logged = max(losses)  # (the last validation; `end`: the last one fitted, at most --until)
-        end = max((u for u in losses if u <= args.until), default=None) if args.until else logged
+        end = max((u for u in losses if u <= args.until), default=None) if args.until is not None else logged
         if end is None:
             raise InputError(PROG, f"--until {args.until}: {folder} has no validation at or before it (first: {min(losses)})")
-        starts = args.starts or sorted({min(u for u in losses if u >= end * q) for q in (0.25, 0.5)})
+        starts = sorted(set(args.starts or (min(u for u in losses if u >= end * q) for q in (0.25, 0.5))))
         for start in starts:
             points = sorted(u for u in losses if start <= u <= end)
-            if len(points) < 4:
-                raise InputError(PROG, f"{folder}: {len(points)} validation(s) from update {start} on (last: {end}); "
-                                 f"a power law of three parameters needs at least 4 (an earlier --from)")
-            a, b, c, sd, at_end = power_law(points, [losses[u] for u in points])
             where = f"{name}: valid {args.loss} from update {start} on ({len(points)} validations, last {end})"
-            why = ("it does not fall (the best power law rises)" if b <= 0 else
-                   f"it does not fall like a power of the updates (the best exponent is at the end of the grid, "
-                   f"0.001 or {MAX_EXPONENT:g})" if at_end else
-                   f"the best power law tends to {a:.3f}, at or below zero: not a loss heading for a floor" if a <= 0
-                   else None)
+            if len(points) < 4:
+                why = "a power law of three parameters needs at least 4 validations (an earlier --from)"
+            else:
+                a, b, c, sd, grid_end = power_law(points, [losses[u] for u in points])
+                why = ("it does not fall (the best power law rises)" if b <= 0 else
+                       "it does not fall like a power of the updates: the best exponent is the grid's smallest, 0.001 "
+                       "(it falls more like a logarithm of the updates)" if grid_end == "low" else
+                       f"it does not fall like a power of the updates: the best exponent is the grid's largest, "
+                       f"{MAX_EXPONENT:g} (it drops more abruptly)" if grid_end == "high" else
+                       f"the best power law tends to {a:.3f}, at or below zero: not a loss heading for a floor" if a <= 0
+                       else None)
             if why:
                 print(f"{where}: no projection: {why}")
                 rows.append(f"| {name} | {start} | {len(points)} | | | | | {end} | {losses[end]:.4f} | no projection: {why} | | |\n")
                 status = 3
                 continue
             budget = flat_from(a, b, c, args.last, args.drop)
-            at = max(budget, end)
+            at = end if budget == math.inf else max(budget, end)
             loss_there = a + b * (at / 1000) ** -c
-            verdict = (f"flat by the law already (from {round(budget):,})" if budget <= end
-                       else f"flat at about {float(f'{budget:.3g}'):,.0f} updates (x{budget / end:.1f})")
+            verdict = ("flat by the law at every budget" if budget == 0 else
+                       f"flat by the law already (from {round(budget):,})" if budget <= end else
+                       "flat by the law only past 10^15 updates" if budget == math.inf else
+                       f"flat at about {float(f'{budget:.3g}'):,.0f} updates (x{budget / end:.1f})")
             later = (f"; at update {logged} it predicts {a + b * (logged / 1000) ** -c:.3f}, the log has {losses[logged]:.3f}"
                      if logged > end else "")
             print(f"{where}: {a:.3f} + {b:.3f} (t/1000)^-{c:.3f}, residual sd {sd:.4f}; {verdict}, where it is {loss_there:.3f}; "
@@ -338,8 +345,8 @@ def main(argv=None):
     extra = sub.add_parser("extrapolate", help="the budget at which a run's valid loss would be flat, by a power law")
     extra.add_argument("runs", nargs="+", metavar="NAME=DIR")
     extra.add_argument("--from", dest="starts", type=int, action="append", metavar="UPDATE",
-                       help="fit the validations from this update on (repeat for several fits; "
-                            "default: from a quarter and from half of the last)")
+                       help="fit the validations from this update on (repeat for several fits; default: from a "
+                            "quarter and from half of the last validation's update, or of --until's)")
     extra.add_argument("--until", type=int, metavar="UPDATE",
                        help="fit the validations up to this update only; the law's prediction at the log's last "
                             "validation is printed beside that validation's loss (how well the law predicted)")

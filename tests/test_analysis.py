@@ -309,6 +309,7 @@ def law_drop(a, b, c, budget, last):
 @pytest.mark.parametrize("a, b, c, last, drop", [
     (2.3, 3.0, 0.68, 0.2, 0.01), (2.3, 2.0, 0.62, 0.2, 0.01), (1.0, 5.0, 1.5, 0.2, 0.01),
     (3.5, 0.8, 0.3, 0.2, 0.005), (2.3, 3.0, 0.68, 0.5, 0.03), (0.4, 9.0, 1.1, 0.1, 0.002),
+    (2.3, 3.0, 0.6834567, 0.2, 0.01),  # (an exponent between two points of the coarse grid)
 ])
 def test_extrapolate_recovers_the_power_law_and_the_budget_at_which_it_is_flat(tmp_path, a, b, c, last, drop):
     """Validations on a + b (t/1000)^-c, at a run's irregular updates (every 200 and at epoch ends): the fit
@@ -320,7 +321,7 @@ def test_extrapolate_recovers_the_power_law_and_the_budget_at_which_it_is_flat(t
     (tmp_path / "run").mkdir()
     log = write_valid_log(tmp_path / "run" / "train.log", {u: a + b * (u / 1000) ** -c for u in updates})
     fa, fb, fc, sd, at_end = tune.power_law(updates, [a + b * (u / 1000) ** -c for u in updates])
-    assert (fa, fb, fc) == pytest.approx((a, b, c), rel=1e-4) and sd < 1e-5 and not at_end
+    assert (fa, fb, fc) == pytest.approx((a, b, c), rel=2e-6) and sd < 1e-6 and at_end is None
     low, high = 30000.0, 3e7  # the budget at which the law's drop equals `drop`, by bisection
     assert law_drop(a, b, c, low, last) > drop > law_drop(a, b, c, high, last)
     while high - low > 1e-3:
@@ -360,8 +361,28 @@ def test_extrapolate_until_fits_the_validations_up_to_an_update_and_sets_the_pre
                                f"last 20000): 2.300 + 3.000 (t/1000)^-0.680, residual sd 0.0000; "), r.stdout
     assert r.stdout.endswith(f"; at update 30000 it predicts {a + b * 30 ** -c:.3f}, the log has {a + b * 30 ** -c + 0.05:.3f}\n")
     assert f"| at update 30000 it predicts {a + b * 30 ** -c:.3f}, the log has {a + b * 30 ** -c + 0.05:.3f} |" in (tmp_path / "x.md").read_text()
-    r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--until", 3000, check=False)
-    assert r.returncode == 1 and f"--until 3000: {tmp_path / 'run'} has no validation at or before it (first: 4000)" in r.stderr
+    for until in (3000, 0):
+        r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--until", until, check=False)
+        assert r.returncode == 1 and f"--until {until}: {tmp_path / 'run'} has no validation at or before it (first: 4000)" in r.stderr
+
+
+@pytest.mark.parametrize("a, b, c", [(2.0, 0.1, 1.5), (2.0, 1.0, 0.04)])
+def test_extrapolate_says_when_the_law_is_flat_already(tmp_path, a, b, c):
+    """A law already flat at the last validation: from the budget where its drop crosses 1% (found by
+    bisection on the law), or at every budget where no window of a fifth drops 1% (1 - 0.8^0.04 < 1%)."""
+    (tmp_path / "run").mkdir()
+    write_valid_log(tmp_path / "run" / "train.log", {u: a + b * (u / 1000) ** -c for u in range(1000, 30001, 500)})
+    r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--from", 1000)
+    if 1 - 0.8 ** c < 0.01:
+        verdict = "flat by the law at every budget"
+    else:
+        low, high = 1.0, 30000.0
+        assert law_drop(a, b, c, low, 0.2) > 0.01 > law_drop(a, b, c, high, 0.2)
+        while high - low > 1e-3:
+            mid = (low + high) / 2
+            low, high = (mid, high) if law_drop(a, b, c, mid, 0.2) > 0.01 else (low, mid)
+        verdict = f"flat by the law already (from {round(low):,})"
+    assert f"; {verdict}, where it is {a + b * 30 ** -c:.3f}; " in r.stdout, r.stdout
 
 
 def test_extrapolate_on_noisy_validations_stays_near_the_law():
@@ -379,7 +400,8 @@ def test_extrapolate_on_noisy_validations_stays_near_the_law():
 
 @pytest.mark.parametrize("law, message", [
     (lambda u: 2.0 + 0.00001 * u, "it does not fall (the best power law rises)"),
-    (lambda u: 9.0 - 0.5 * math.log(u), "it does not fall like a power of the updates (the best exponent is at the end of the grid"),
+    (lambda u: 9.0 - 0.5 * math.log(u), "it does not fall like a power of the updates: the best exponent is the grid's smallest, 0.001"),
+    (lambda u: 3.0 + 1e4 * (u / 1000) ** -7.0, "it does not fall like a power of the updates: the best exponent is the grid's largest, 5"),
     (lambda u: -1.0 + 3.0 * (u / 1000) ** -0.2, "the best power law tends to -1.000, at or below zero"),
 ])
 def test_extrapolate_says_which_fit_gives_no_projection_and_still_projects_the_others(tmp_path, law, message):
@@ -390,17 +412,22 @@ def test_extrapolate_says_which_fit_gives_no_projection_and_still_projects_the_o
         (tmp_path / name).mkdir()
         write_valid_log(tmp_path / name / "train.log", losses)
     r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'bad'}", f"y={tmp_path / 'good'}",
-            "--from", 4000, check=False)
+            "--from", 2000, check=False)
     assert r.returncode == 3 and r.stdout.startswith(
-        f"x: valid nll_loss from update 4000 on (33 validations, last 20000): no projection: {message}"), r.stdout
-    assert "\ny: valid nll_loss from update 4000 on (33 validations, last 20000): 2.300 + 3.000 (t/1000)^-0.680, " in r.stdout
+        f"x: valid nll_loss from update 2000 on (37 validations, last 20000): no projection: {message}"), r.stdout
+    assert "\ny: valid nll_loss from update 2000 on (37 validations, last 20000): 2.300 + 3.000 (t/1000)^-0.680, " in r.stdout
 
 
-def test_extrapolate_needs_four_validations_from_its_start(tmp_path):
+def test_extrapolate_needs_four_validations_from_its_start_and_fits_each_start_once(tmp_path):
     (tmp_path / "run").mkdir()
-    write_valid_log(tmp_path / "run" / "train.log", {u: 5.0 - u / 1000 for u in (100, 200, 300, 400, 500)})
-    r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--from", 300, check=False)
-    assert r.returncode == 1 and "3 validation(s) from update 300 on (last: 500); a power law of three parameters needs at least 4" in r.stderr
+    write_valid_log(tmp_path / "run" / "train.log", {u: 2.0 + 3.0 * (u / 1000) ** -0.5 for u in range(100, 600, 100)})
+    r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--from", 300, "--from", 100,
+            "--from", 300, "--out-md", tmp_path / "x.md", check=False)
+    assert r.returncode == 3 and r.stdout.splitlines()[1] == (
+        "x: valid nll_loss from update 300 on (3 validations, last 500): no projection: a power law of three "
+        "parameters needs at least 4 validations (an earlier --from)"), r.stdout
+    assert len(r.stdout.splitlines()) == 2 and r.stdout.startswith("x: valid nll_loss from update 100 on (5 validations")
+    assert len((tmp_path / "x.md").read_text().splitlines()[-1].split("|")) == len((tmp_path / "x.md").read_text().splitlines()[-3].split("|"))
     r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--drop", "1.5", check=False)
     assert r.returncode == 1 and "--drop 1.5: expected a relative drop between 0 and 1" in r.stderr
 

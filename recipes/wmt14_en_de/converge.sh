@@ -9,7 +9,7 @@
 # system goes on by itself until it is flat (a slot freed early goes to another), then every system is
 # taken to the largest of those budgets, until one budget is flat for all of them. Not flat by
 # CONVERGE_MAX: the report also gets, for each run, the budget at which a power law fitted to its valid loss
-# (from a quarter of its updates on) would be flat (fairseq-rope-tune extrapolate), before the error.
+# (from a quarter and from half of its updates on) would be flat (fairseq-rope-tune extrapolate), before the error.
 # The runs are run.sh's first seed (checkpoints/NAME_seedS), so the comparison does not train them again.
 # Stopped and run again, each run goes on from its last checkpoint to the next budget of the grid.
 # Knobs:
@@ -109,8 +109,9 @@ while :; do
     # where each run is heading: the budget at which a power law fitted to its valid loss would be flat
     for name in "${names[@]}"; do
       projection=$(fairseq-rope-tune extrapolate "$name=$WORK_DIR/checkpoints/${name}_seed$FIRST_SEED" \
-        --last "$FLAT_LAST" --drop "$FLAT_DROP" 2>&1) || true  # (status 3: a fit without projection, its line says why)
+        --last "$FLAT_LAST" --drop "$FLAT_DROP" 2>&1) || true  # (3: a fit without projection, 1: an error; each says why)
       while IFS= read -r line; do
+        [ -n "$line" ] || continue
         line="- projected: $line"
         grep -qxF -- "$line" "$report.tmp" || printf '%s\n' "$line" >> "$report.tmp"
         log "$line"
