@@ -4,7 +4,8 @@
         --out-md debian_tuning.md --out-env chosen.env
     fairseq-rope-tune flat transformer=work/debian/checkpoints/transformer_seed1 rope=... [--last 0.2] [--drop 0.01]
     fairseq-rope-tune lenpen work/debian/eval/rope_seed1/valid_lenpen*/result.json [--out-env lenpen.env]
-    fairseq-rope-tune extrapolate transformer=work/debian/checkpoints/transformer_seed1 ... [--from 8000 ...] [--until 24000]
+    fairseq-rope-tune extrapolate transformer=work/debian/checkpoints/transformer_seed1 ... [--from 8000 ...] [--until 24000] \
+        [--out-md projection.md] [--out-png projection.png]
 
 grid: each run is SYSTEM=DIR, a folder train.sh trained (its .settings give the learning rate and
 warm-up; its train.log the validations). The point of a system with the lowest valid loss at
@@ -34,7 +35,8 @@ inverse square root schedule keeps the learning rate falling; a change of schedu
 breaks it), and it has no interval: how much it moves shows in the fits from later updates. A fit from
 fewer than 4 validations, or that does not fall (b <= 0), tends to a loss at or below zero, or needs an
 exponent at the grid's end (0.001 or 5) gives no projection, says why, and makes the exit status 3
-(0: every fit projected).
+(0: every fit projected). --out-md: the fits as a table; --out-png: the validations and the laws drawn on
+to past the furthest projected budget.
 
 lenpen: result.json files of evaluate.sh on the valid set (GEN_SUBSET=valid, one per length penalty):
 the one with the highest BLEU (ties: the penalty closest to the paper's 0.6), per system.
@@ -47,7 +49,7 @@ import sys
 
 import numpy as np
 
-from .common import InputError, argument_parser, atomic_output, parse_named
+from .common import InputError, argument_parser, atomic_output, check_output_file, parse_named, save_figure
 from .plot_training import parse_log
 
 PROG = "fairseq-rope-tune"
@@ -247,10 +249,13 @@ def run_extrapolate(args):
         raise InputError(PROG, f"--last {args.last}: expected a fraction of the updates between 0 and 1")
     if not 0 < args.drop < 1:
         raise InputError(PROG, f"--drop {args.drop}: expected a relative drop between 0 and 1, e.g. 0.01")
-    rows, status = [], 0
+    if args.out_png:
+        check_output_file(PROG, "--out-png", args.out_png)
+    rows, status, curves = [], 0, []
     for spec in args.runs:
         name, folder = parse_named(spec, default_name=lambda p: os.path.basename(p.rstrip("/")))
         losses = valid_losses(folder, args.loss)
+        curves.append((name, losses, []))
         if not losses:
             raise InputError(PROG, f"{folder}: no validation in its train.log")
         logged = max(losses)  # (the last validation; `end`: the last one fitted, at most --until)
@@ -278,6 +283,7 @@ def run_extrapolate(args):
                 status = 3
                 continue
             budget = flat_from(a, b, c, args.last, args.drop)
+            curves[-1][2].append((start, a, b, c, budget))
             at = end if budget == math.inf else max(budget, end)
             loss_there = a + b * (at / 1000) ** -c
             verdict = ("flat by the law at every budget" if budget == 0 else
@@ -299,7 +305,43 @@ def run_extrapolate(args):
                     "| system | from | validations | a (limit) | b | c | residual sd | last update fitted | its loss | "
                     "flat | loss there | later validations |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
             f.writelines(rows)
+    if args.out_png:
+        plot_projection(curves, args.loss, args.title or f"valid {args.loss} and the power laws fitted to it", args.out_png)
     return status
+
+
+def plot_projection(curves, loss, title, out):
+    """Each run's validations from the earliest update a fit starts at (solid) and each of its fitted laws
+    (dashed, dotted, ...) from where it starts to past the furthest projected budget, a dot where the law
+    turns flat."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    logged = max(max(losses) for _, losses, _ in curves)
+    budgets = [budget for _, _, fits in curves for *_, budget in fits if 0 < budget < math.inf]
+    right = min(max([logged, *budgets]) * 1.05, 20 * logged)
+    fig, ax = plt.subplots(figsize=(8, 4.6))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = ["--", ":", "-.", (0, (5, 1))]
+    for k, (name, losses, fits) in enumerate(curves):
+        color = colors[k % len(colors)]
+        first = min((start for start, *_ in fits), default=max(losses) / 4)
+        updates = [u for u in sorted(losses) if u >= first]
+        ax.plot(updates, [losses[u] for u in updates], color=color, lw=1, label=f"{name}: valid")
+        for j, (start, a, b, c, budget) in enumerate(fits):
+            t = np.linspace(start, right, 400)
+            where = (f"flat at {float(f'{budget:.3g}'):,.0f}" if 0 < budget < math.inf else
+                     "flat already" if budget < math.inf else "flat past 10^15")
+            ax.plot(t, a + b * (t / 1000) ** -c, color=color, lw=1.4, ls=styles[j % len(styles)],
+                    label=f"{name}: fit from {start:,} ({where}, limit {a:.3f})")
+            if 0 < budget <= right:
+                ax.plot([budget], [a + b * (budget / 1000) ** -c], "o", color=color, ms=5)
+    ax.set_xlabel("updates")
+    ax.set_ylabel(f"valid {loss} (bits)")
+    ax.grid(alpha=0.3)
+    save_figure(fig, ax, title, 2, out)
 
 
 def run_lenpen(args):
@@ -354,6 +396,8 @@ def main(argv=None):
     extra.add_argument("--drop", type=float, default=0.01, help="flat's relative drop (default 0.01)")
     extra.add_argument("--loss", default="nll_loss", choices=("loss", "nll_loss"))
     extra.add_argument("--out-md", help="the fits as a table (markdown)")
+    extra.add_argument("--out-png", help="the validations and the fitted laws, to past the furthest projected budget")
+    extra.add_argument("--title", help="the figure's title")
     lenpen = sub.add_parser("lenpen", help="the length penalty of highest valid BLEU per system")
     lenpen.add_argument("results", nargs="+", metavar="RESULT_JSON")
     lenpen.add_argument("--out-env", help="LENPEN_<system>= lines")

@@ -361,6 +361,8 @@ def test_extrapolate_until_fits_the_validations_up_to_an_update_and_sets_the_pre
                                f"last 20000): 2.300 + 3.000 (t/1000)^-0.680, residual sd 0.0000; "), r.stdout
     assert r.stdout.endswith(f"; at update 30000 it predicts {a + b * 30 ** -c:.3f}, the log has {a + b * 30 ** -c + 0.05:.3f}\n")
     assert f"| at update 30000 it predicts {a + b * 30 ** -c:.3f}, the log has {a + b * 30 ** -c + 0.05:.3f} |" in (tmp_path / "x.md").read_text()
+    r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--out-png", tmp_path, check=False)
+    assert r.returncode == 1 and f"--out-png {tmp_path} is a directory" in r.stderr and r.stdout == ""
     for until in (3000, 0):
         r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--until", until, check=False)
         assert r.returncode == 1 and f"--until {until}: {tmp_path / 'run'} has no validation at or before it (first: 4000)" in r.stderr
@@ -412,10 +414,11 @@ def test_extrapolate_says_which_fit_gives_no_projection_and_still_projects_the_o
         (tmp_path / name).mkdir()
         write_valid_log(tmp_path / name / "train.log", losses)
     r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'bad'}", f"y={tmp_path / 'good'}",
-            "--from", 2000, check=False)
+            "--from", 2000, "--out-png", tmp_path / "p.png", check=False)
     assert r.returncode == 3 and r.stdout.startswith(
         f"x: valid nll_loss from update 2000 on (37 validations, last 20000): no projection: {message}"), r.stdout
     assert "\ny: valid nll_loss from update 2000 on (37 validations, last 20000): 2.300 + 3.000 (t/1000)^-0.680, " in r.stdout
+    assert (tmp_path / "p.png").read_bytes().startswith(PNG_MAGIC)  # (the figure all the same)
 
 
 def test_extrapolate_needs_four_validations_from_its_start_and_fits_each_start_once(tmp_path):
