@@ -7,6 +7,7 @@ Only the standard library at import time, so that every command's ``--help`` sta
 import argparse
 import contextlib
 import gzip
+import math
 import os
 from typing import Optional
 
@@ -131,13 +132,14 @@ def parse_named(spec: str, default_name=None):
 
 
 def save_figure(fig, legend_axes, title: str, ncol: int, path: str):
-    """Title and legend (of ``legend_axes``' series) in a band of fixed height above the panels, the
-    title's font made smaller where the title would be wider than the figure, then the PNG written
-    atomically and the figure closed."""
+    """Title and legend (of ``legend_axes``' series) in a band above the panels (of a fixed height, 0.17
+    inch more for each row of the legend past the first), the title's font made smaller where the title
+    would be wider than the figure, then the PNG written atomically and the figure closed."""
     import matplotlib.pyplot as plt
 
     handles, labels = legend_axes.get_legend_handles_labels()
-    height = fig.get_figheight()  # title and legend take a fixed height in inches
+    height = fig.get_figheight()  # title and legend take a fixed height in inches, 0.17 more a row past one
+    band = 0.5 + 0.17 * max(0, math.ceil(len(labels) / ncol) - 1)
     fig.legend(handles, labels, loc="upper center", ncol=ncol, fontsize=9,
                bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
     text = fig.suptitle(title, fontsize=11, y=1 - 0.03 / height)
@@ -147,7 +149,7 @@ def save_figure(fig, legend_axes, title: str, ncol: int, path: str):
         if wide <= room:
             break
         text.set_fontsize(text.get_fontsize() * room / wide * 0.98)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
+    fig.tight_layout(rect=(0, 0, 1, 1 - band / height))
     with atomic_output(path, mode=None, suffix=".tmp.png") as tmp:
         fig.savefig(tmp, dpi=120)
     plt.close(fig)

@@ -223,6 +223,27 @@ def test_plot_training_keeps_a_long_title_inside_the_image(tmp_path, copies):
     assert abs(left - right) <= 3  # centred
 
 
+@pytest.mark.parametrize("entries", [2, 5, 8, 12])
+def test_a_legend_of_several_rows_stays_above_the_panels(tmp_path, entries):
+    """save_figure's band grows with the legend's rows: the legend's lowest point is above the panel's top
+    (a fixed band let a legend of four rows, fairseq-rope-tune extrapolate's of two runs, cover the panel)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fairseq_rope_cli.common import save_figure
+
+    fig, ax = plt.subplots(figsize=(8, 4.6))
+    for k in range(entries):
+        ax.plot([0, 1], [k, k + 1], label=f"run {k}: fit from 8,000 (flat at 83,200, limit 2.300)")
+    save_figure(fig, ax, "title", 2, str(tmp_path / "f.png"))
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()  # (the figure is closed: measured on a canvas of its own)
+    assert fig.legends[0].get_window_extent(renderer).y0 > ax.get_window_extent(renderer).y1
+
+
 def test_plot_training_errors(tmp_path):
     r = run(PLOT_TRAINING, f"a={tmp_path / 'none.log'}", "--out", tmp_path / "x.png", check=False)
     assert r.returncode == 1 and f"log of run 'a': {tmp_path / 'none.log'}" in r.stderr
