@@ -131,6 +131,19 @@ def parse_named(spec: str, default_name=None):
     return name, path
 
 
+def updates_axis(ax):
+    """The x axis in updates: at most 6 ticks, in thousands ("10k") where the axis reaches 10,000 (five-digit
+    numbers under a panel 4.6 inches wide ran into each other)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    def label(x, _):
+        return f"{x / 1000:g}k" if x and ax.get_xlim()[1] >= 10000 else f"{x:g}"
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    ax.xaxis.set_major_formatter(FuncFormatter(label))
+    ax.set_xlabel("updates")
+
+
 def save_figure(fig, legend_axes, title: str, ncol: int, path: str):
     """Title and legend (of ``legend_axes``' series) in a band above the panels (of a fixed height, 0.17
     inch more for each row of the legend past the first), the title's font made smaller where the title

@@ -35,7 +35,8 @@ import os
 import re
 import sys
 
-from .common import InputError, argument_parser, atomic_output, check_output_file, parse_named, save_figure
+from .common import (InputError, argument_parser, atomic_output, check_output_file, parse_named, save_figure,
+                     updates_axis)
 
 PROG = "fairseq-rope-plot-training"
 LINE = re.compile(r"\|\s*INFO\s*\|\s*(?P<tag>[\w.\-]+)\s*\|\s*(?P<msg>.*?)\s*$")
@@ -154,7 +155,7 @@ def plot(runs, out, loss_key="loss", title="Training curves"):
             if len(replicas) > 1:
                 ax.fill_between(xs, low, high, color=color, alpha=0.2, lw=0)
     for ax, (_, ylabel) in zip(axes, panels):
-        ax.set_xlabel("updates")
+        updates_axis(ax)
         ax.set_title(ylabel, fontsize=10)
         ax.grid(alpha=0.3)
     save_figure(fig, axes[0], title, min(len(runs), 5), out)

@@ -49,7 +49,8 @@ import sys
 
 import numpy as np
 
-from .common import InputError, argument_parser, atomic_output, check_output_file, parse_named, save_figure
+from .common import (InputError, argument_parser, atomic_output, check_output_file, parse_named, save_figure,
+                     updates_axis)
 from .plot_training import parse_log
 
 PROG = "fairseq-rope-tune"
@@ -244,6 +245,51 @@ def flat_from(a, b, c, last, drop):
     return 10 ** log10_budget if log10_budget < 15 else math.inf
 
 
+def no_projection(a, b, c, grid_end):
+    """Why a fit gives no projection, or None."""
+    if b <= 0:
+        return "it does not fall (the best power law rises)"
+    if grid_end == "low":
+        return ("it does not fall like a power of the updates: the best exponent is the grid's smallest, 0.001 "
+                "(it falls more like a logarithm of the updates)")
+    if grid_end == "high":
+        return (f"it does not fall like a power of the updates: the best exponent is the grid's largest, "
+                f"{MAX_EXPONENT:g} (it drops more abruptly)")
+    if a <= 0:
+        return f"the best power law tends to {a:.3f}, at or below zero: not a loss heading for a floor"
+    return None
+
+
+def extrapolate(name, losses, start, end, args):
+    """One fit of a run: (its line, its table row, (start, a, b, c, budget) or None without projection)."""
+    logged = max(losses)
+    points = sorted(u for u in losses if start <= u <= end)
+    where = f"{name}: valid {args.loss} from update {start} on ({len(points)} validations, last {end})"
+    if len(points) < 4:
+        why = "a power law of three parameters needs at least 4 validations (an earlier --from)"
+    else:
+        a, b, c, sd, grid_end = power_law(points, [losses[u] for u in points])
+        why = no_projection(a, b, c, grid_end)
+    if why:
+        return (f"{where}: no projection: {why}",
+                f"| {name} | {start} | {len(points)} | | | | | {end} | {losses[end]:.4f} | no projection: {why} | | |", None)
+    budget = flat_from(a, b, c, args.last, args.drop)
+    at = end if budget == math.inf else max(budget, end)
+    loss_there = a + b * (at / 1000) ** -c
+    verdict = ("flat by the law at every budget" if budget == 0 else
+               f"flat by the law already (from {round(budget):,})" if budget <= end else
+               "flat by the law only past 10^15 updates" if budget == math.inf else
+               f"flat at about {float(f'{budget:.3g}'):,.0f} updates (x{budget / end:.1f})")
+    later = (f"at update {logged} it predicts {a + b * (logged / 1000) ** -c:.3f}, the log has {losses[logged]:.3f}"
+             if logged > end else "")
+    line = (f"{where}: {a:.3f} + {b:.3f} (t/1000)^-{c:.3f}, residual sd {sd:.4f}; {verdict}, where it is "
+            f"{loss_there:.3f}; it tends to {a:.3f} (criterion: < {100 * args.drop:g}% over the last "
+            f"{100 * args.last:g}%){'; ' + later if later else ''}")
+    row = (f"| {name} | {start} | {len(points)} | {a:.3f} | {b:.3f} | {c:.3f} | {sd:.4f} | {end} | {losses[end]:.4f} | "
+           f"{verdict} | {loss_there:.3f} | {later or '–'} |")
+    return line, row, (start, a, b, c, budget)
+
+
 def run_extrapolate(args):
     if not 0 < args.last < 1:
         raise InputError(PROG, f"--last {args.last}: expected a fraction of the updates between 0 and 1")
@@ -255,58 +301,36 @@ def run_extrapolate(args):
     for spec in args.runs:
         name, folder = parse_named(spec, default_name=lambda p: os.path.basename(p.rstrip("/")))
         losses = valid_losses(folder, args.loss)
-        curves.append((name, losses, []))
         if not losses:
             raise InputError(PROG, f"{folder}: no validation in its train.log")
-        logged = max(losses)  # (the last validation; `end`: the last one fitted, at most --until)
-        end = max((u for u in losses if u <= args.until), default=None) if args.until is not None else logged
-        if end is None:
-            raise InputError(PROG, f"--until {args.until}: {folder} has no validation at or before it (first: {min(losses)})")
-        starts = sorted(set(args.starts or (min(u for u in losses if u >= end * q) for q in (0.25, 0.5))))
-        for start in starts:
-            points = sorted(u for u in losses if start <= u <= end)
-            where = f"{name}: valid {args.loss} from update {start} on ({len(points)} validations, last {end})"
-            if len(points) < 4:
-                why = "a power law of three parameters needs at least 4 validations (an earlier --from)"
+        end = max(losses)  # the last validation fitted: the log's last, or the last at or before --until
+        if args.until is not None:
+            end = max((u for u in losses if u <= args.until), default=None)
+            if end is None:
+                raise InputError(PROG, f"--until {args.until}: {folder} has no validation at or before it "
+                                 f"(first: {min(losses)})")
+        fits = []
+        for start in sorted(set(args.starts or (min(u for u in losses if u >= end * q) for q in (0.25, 0.5)))):
+            line, row, fit = extrapolate(name, losses, start, end, args)
+            print(line)
+            rows.append(row + "\n")
+            if fit:
+                fits.append(fit)
             else:
-                a, b, c, sd, grid_end = power_law(points, [losses[u] for u in points])
-                why = ("it does not fall (the best power law rises)" if b <= 0 else
-                       "it does not fall like a power of the updates: the best exponent is the grid's smallest, 0.001 "
-                       "(it falls more like a logarithm of the updates)" if grid_end == "low" else
-                       f"it does not fall like a power of the updates: the best exponent is the grid's largest, "
-                       f"{MAX_EXPONENT:g} (it drops more abruptly)" if grid_end == "high" else
-                       f"the best power law tends to {a:.3f}, at or below zero: not a loss heading for a floor" if a <= 0
-                       else None)
-            if why:
-                print(f"{where}: no projection: {why}")
-                rows.append(f"| {name} | {start} | {len(points)} | | | | | {end} | {losses[end]:.4f} | no projection: {why} | | |\n")
                 status = 3
-                continue
-            budget = flat_from(a, b, c, args.last, args.drop)
-            curves[-1][2].append((start, a, b, c, budget))
-            at = end if budget == math.inf else max(budget, end)
-            loss_there = a + b * (at / 1000) ** -c
-            verdict = ("flat by the law at every budget" if budget == 0 else
-                       f"flat by the law already (from {round(budget):,})" if budget <= end else
-                       "flat by the law only past 10^15 updates" if budget == math.inf else
-                       f"flat at about {float(f'{budget:.3g}'):,.0f} updates (x{budget / end:.1f})")
-            later = (f"; at update {logged} it predicts {a + b * (logged / 1000) ** -c:.3f}, the log has {losses[logged]:.3f}"
-                     if logged > end else "")
-            print(f"{where}: {a:.3f} + {b:.3f} (t/1000)^-{c:.3f}, residual sd {sd:.4f}; {verdict}, where it is {loss_there:.3f}; "
-                  f"it tends to {a:.3f} (criterion: < {100 * args.drop:g}% over the last {100 * args.last:g}%){later}")
-            rows.append(f"| {name} | {start} | {len(points)} | {a:.3f} | {b:.3f} | {c:.3f} | {sd:.4f} | {end} | "
-                        f"{losses[end]:.4f} | {verdict} | {loss_there:.3f} | {later[2:] or '–'} |\n")
+        curves.append((name, losses, fits))
     if args.out_md:
         with atomic_output(args.out_md) as f:
-            f.write(f"The valid {args.loss} of each run from update 'from' on, fitted by a + b (t/1000)^-c (least squares; "
-                    f"fairseq-rope-tune extrapolate), and the budget at which that law is less than {100 * args.drop:g}% "
-                    f"lower over the last {100 * args.last:g}% of the updates. An extrapolation: it holds as long as the "
-                    f"loss goes on falling as it did.\n\n"
+            f.write(f"The valid {args.loss} of each run from update 'from' on, fitted by a + b (t/1000)^-c (least "
+                    f"squares; fairseq-rope-tune extrapolate), and the budget at which that law is less than "
+                    f"{100 * args.drop:g}% lower over the last {100 * args.last:g}% of the updates. An extrapolation: "
+                    f"it holds as long as the loss goes on falling as it did.\n\n"
                     "| system | from | validations | a (limit) | b | c | residual sd | last update fitted | its loss | "
                     "flat | loss there | later validations |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
             f.writelines(rows)
     if args.out_png:
-        plot_projection(curves, args.loss, args.title or f"valid {args.loss} and the power laws fitted to it", args.out_png)
+        title = args.title or f"valid {args.loss} and the power laws fitted to it"
+        plot_projection(curves, args.loss, title, args.out_png)
     return status
 
 
@@ -338,7 +362,7 @@ def plot_projection(curves, loss, title, out):
                     label=f"{name}: fit from {start:,} ({where}, limit {a:.3f})")
             if 0 < budget <= right:
                 ax.plot([budget], [a + b * (budget / 1000) ** -c], "o", color=color, ms=5)
-    ax.set_xlabel("updates")
+    updates_axis(ax)
     ax.set_ylabel(f"valid {loss} (bits)")
     ax.grid(alpha=0.3)
     save_figure(fig, ax, title, 2, out)

@@ -244,6 +244,30 @@ def test_a_legend_of_several_rows_stays_above_the_panels(tmp_path, entries):
     assert fig.legends[0].get_window_extent(renderer).y0 > ax.get_window_extent(renderer).y1
 
 
+@pytest.mark.parametrize("last", [600, 8000, 40000, 400000])
+def test_the_updates_axis_labels_do_not_run_into_each_other(last):
+    """updates_axis on a panel 4.6 inches wide (plot-training's): no two tick labels overlap, in thousands
+    ("40k") where the axis reaches 10,000 (the default ticks every 5,000 printed 10000150002000025000...)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fairseq_rope_cli.common import updates_axis
+
+    fig, ax = plt.subplots(figsize=(4.6, 4.2))
+    ax.plot([0, last], [3, 2])
+    updates_axis(ax)
+    fig.canvas.draw()
+    low, high = ax.get_xlim()
+    labels = [t for t in ax.get_xticklabels() if low <= t.get_position()[0] <= high and t.get_text()]
+    boxes = sorted((t.get_window_extent().x0, t.get_window_extent().x1) for t in labels)
+    plt.close(fig)
+    assert len(boxes) >= 3 and all(a[1] < b[0] for a, b in zip(boxes, boxes[1:])), [t.get_text() for t in labels]
+    texts = [t.get_text() for t in labels]
+    assert all(t == "0" or t.endswith("k") for t in texts) == (last >= 10000), texts
+
+
 def test_plot_training_errors(tmp_path):
     r = run(PLOT_TRAINING, f"a={tmp_path / 'none.log'}", "--out", tmp_path / "x.png", check=False)
     assert r.returncode == 1 and f"log of run 'a': {tmp_path / 'none.log'}" in r.stderr
