@@ -176,9 +176,14 @@ def flatness(losses, last):
     return start, losses[start], end, losses[end], drop
 
 
+def check_last(last):
+    """flat's and extrapolate's window: a fraction of the updates."""
+    if not 0 < last < 1:
+        raise InputError(PROG, f"--last {last}: expected a fraction of the updates between 0 and 1")
+
+
 def run_flat(args):
-    if not 0 < args.last < 1:
-        raise InputError(PROG, f"--last {args.last}: expected a fraction of the updates between 0 and 1")
+    check_last(args.last)
     if not args.drop > 0:
         raise InputError(PROG, f"--drop {args.drop}: expected a relative drop above 0, e.g. 0.01")
     all_flat, rows = True, []
@@ -291,8 +296,7 @@ def extrapolate(name, losses, start, end, args):
 
 
 def run_extrapolate(args):
-    if not 0 < args.last < 1:
-        raise InputError(PROG, f"--last {args.last}: expected a fraction of the updates between 0 and 1")
+    check_last(args.last)
     if not 0 < args.drop < 1:
         raise InputError(PROG, f"--drop {args.drop}: expected a relative drop between 0 and 1, e.g. 0.01")
     if args.out_png:

@@ -351,6 +351,15 @@ def law_drop(a, b, c, budget, last):
     return (f((1 - last) * budget) - f(budget)) / f((1 - last) * budget)
 
 
+def law_flat_from(a, b, c, last, drop, low, high):
+    """The budget between low and high at which the law's drop crosses `drop`, by bisection on law_drop."""
+    assert law_drop(a, b, c, low, last) > drop > law_drop(a, b, c, high, last)
+    while high - low > 1e-3:
+        mid = (low + high) / 2
+        low, high = (mid, high) if law_drop(a, b, c, mid, last) > drop else (low, mid)
+    return low
+
+
 @pytest.mark.parametrize("a, b, c, last, drop", [
     (2.3, 3.0, 0.68, 0.2, 0.01), (2.3, 2.0, 0.62, 0.2, 0.01), (1.0, 5.0, 1.5, 0.2, 0.01),
     (3.5, 0.8, 0.3, 0.2, 0.005), (2.3, 3.0, 0.68, 0.5, 0.03), (0.4, 9.0, 1.1, 0.1, 0.002),
@@ -367,11 +376,7 @@ def test_extrapolate_recovers_the_power_law_and_the_budget_at_which_it_is_flat(t
     log = write_valid_log(tmp_path / "run" / "train.log", {u: a + b * (u / 1000) ** -c for u in updates})
     fa, fb, fc, sd, at_end = tune.power_law(updates, [a + b * (u / 1000) ** -c for u in updates])
     assert (fa, fb, fc) == pytest.approx((a, b, c), rel=2e-6) and sd < 1e-6 and at_end is None
-    low, high = 30000.0, 3e7  # the budget at which the law's drop equals `drop`, by bisection
-    assert law_drop(a, b, c, low, last) > drop > law_drop(a, b, c, high, last)
-    while high - low > 1e-3:
-        mid = (low + high) / 2
-        low, high = (mid, high) if law_drop(a, b, c, mid, last) > drop else (low, mid)
+    low = law_flat_from(a, b, c, last, drop, 30000.0, 3e7)
     r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"law={log.parent}", "--from", 8000, "--from", 15000,
             "--last", last, "--drop", drop, "--out-md", tmp_path / "x.md")
     lines_ = r.stdout.splitlines()
@@ -423,12 +428,7 @@ def test_extrapolate_says_when_the_law_is_flat_already(tmp_path, a, b, c):
     if 1 - 0.8 ** c < 0.01:
         verdict = "flat by the law at every budget"
     else:
-        low, high = 1.0, 30000.0
-        assert law_drop(a, b, c, low, 0.2) > 0.01 > law_drop(a, b, c, high, 0.2)
-        while high - low > 1e-3:
-            mid = (low + high) / 2
-            low, high = (mid, high) if law_drop(a, b, c, mid, 0.2) > 0.01 else (low, mid)
-        verdict = f"flat by the law already (from {round(low):,})"
+        verdict = f"flat by the law already (from {round(law_flat_from(a, b, c, 0.2, 0.01, 1.0, 30000.0)):,})"
     assert f"; {verdict}, where it is {a + b * 30 ** -c:.3f}; " in r.stdout, r.stdout
 
 

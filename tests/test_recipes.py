@@ -1084,16 +1084,23 @@ def test_converge_extends_the_runs_until_every_valid_loss_is_flat(recipe, tmp_pa
         assert (row[2] == "flat") == flat(losses, end)
 
 
+def converge_env(recipe, tmp_path, chosen, **knobs):
+    """converge.sh's environment for a search in a work folder of its own (tmp_path/work) on the recipe's
+    binarized data: the tiny model, `chosen` as the tuned settings (CHOSEN), the report as tiny_*.md."""
+    (tmp_path / "chosen.env").write_text(chosen)
+    env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}
+    env.update(WORK_DIR=str(tmp_path / "work"), DATA_BIN=str(recipe["work"] / "data-bin"), MODEL_ARGS=TINY_MODEL,
+               CHOSEN=str(tmp_path / "chosen.env"), OUT_DIR=str(tmp_path), NAME="tiny", **knobs)
+    return env
+
+
 def test_converge_stopped_between_two_budgets_goes_on_to_the_next_budget_from_the_last_checkpoint(recipe, tmp_path):
     """converge.sh stopped while a run was on its way from one budget of the grid to the next (checkpoint_last.pt
     past the last budget, no .done, as a kill leaves it) goes on from that checkpoint to the next budget of the
     grid and checks there, instead of asking train.sh for the budget below what the run holds."""
-    chosen = tmp_path / "chosen.env"
-    chosen.write_text("LR_transformer=1e-3\nWARMUP_UPDATES_transformer=2\n")
-    env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}
-    env.update(WORK_DIR=str(tmp_path / "work"), DATA_BIN=str(recipe["work"] / "data-bin"), ARCHS="transformer",
-               MODEL_ARGS=TINY_MODEL, SAVE_INTERVAL_UPDATES="2", CHOSEN=str(chosen), CONVERGE_START="4",
-               CONVERGE_STEP="4", CONVERGE_MAX="8", FLAT_LAST="0.5", FLAT_DROP="0.99", OUT_DIR=str(tmp_path), NAME="tiny")
+    env = converge_env(recipe, tmp_path, "LR_transformer=1e-3\nWARMUP_UPDATES_transformer=2\n", ARCHS="transformer",
+                       SAVE_INTERVAL_UPDATES="2", CONVERGE_START="4", CONVERGE_STEP="4", CONVERGE_MAX="8",
+                       FLAT_LAST="0.5", FLAT_DROP="0.99")
     run = tmp_path / "work" / "checkpoints" / "transformer_seed1"
     # the run as converge.sh's step from 4 to 8 updates leaves it when stopped at 6
     step("train.sh", dict(env, ARCH="transformer", RUN_NAME="transformer_seed1", SEED="1", MAX_UPDATE="6", LR="1e-3",
@@ -1116,12 +1123,9 @@ def test_converge_not_flat_by_converge_max_reports_where_each_run_is_heading_bef
     """converge.sh whose runs are not flat by CONVERGE_MAX (a criterion no falling loss meets) writes, before
     its error, each run's projection (fairseq-rope-tune extrapolate on the run, with FLAT_LAST and FLAT_DROP:
     a fit, or why there is none) into the report, once however often it stops there."""
-    chosen = tmp_path / "chosen.env"
-    chosen.write_text("LR_transformer=1e-3\nWARMUP_UPDATES_transformer=2\nLR_rope=2e-3\nWARMUP_UPDATES_rope=2\n")
-    env = {k: v for k, v in recipe["env"].items() if k != "EXTRA_TRAIN_ARGS"}
-    env.update(WORK_DIR=str(tmp_path / "work"), DATA_BIN=str(recipe["work"] / "data-bin"), ARCHS="transformer rope=rope_transformer",
-               MODEL_ARGS=TINY_MODEL, SAVE_INTERVAL_UPDATES="1", CHOSEN=str(chosen), CONVERGE_START="8",
-               CONVERGE_STEP="4", CONVERGE_MAX="12", FLAT_LAST="0.5", FLAT_DROP="0.000001", OUT_DIR=str(tmp_path), NAME="tiny")
+    env = converge_env(recipe, tmp_path, "LR_transformer=1e-3\nWARMUP_UPDATES_transformer=2\nLR_rope=2e-3\n"
+                       "WARMUP_UPDATES_rope=2\n", ARCHS="transformer rope=rope_transformer", SAVE_INTERVAL_UPDATES="1",
+                       CONVERGE_START="8", CONVERGE_STEP="4", CONVERGE_MAX="12", FLAT_LAST="0.5", FLAT_DROP="0.000001")
     proc = step("converge.sh", env, ok=False)
     assert "not flat by CONVERGE_MAX=12 updates: transformer rope reached none none" in proc.stdout + proc.stderr
     report = (tmp_path / "work" / "tune" / "convergence.md.tmp").read_text()
