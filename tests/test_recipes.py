@@ -1122,13 +1122,26 @@ def test_converge_stopped_between_two_budgets_goes_on_to_the_next_budget_from_th
 def test_converge_not_flat_by_converge_max_reports_where_each_run_is_heading_before_its_error(recipe, tmp_path):
     """converge.sh whose runs are not flat by CONVERGE_MAX (a criterion no falling loss meets) writes, before
     its error, each run's projection (fairseq-rope-tune extrapolate on the run, with FLAT_LAST and FLAT_DROP:
-    a fit, or why there is none) into the report, once however often it stops there."""
+    a fit, or why there is none) into the report, once however often it stops there. Its checks with
+    FLAT_MEAN_OF=2 are fairseq-rope-tune flat --mean-of 2 on each run as it stood at each budget."""
     env = converge_env(recipe, tmp_path, "LR_transformer=1e-3\nWARMUP_UPDATES_transformer=2\nLR_rope=2e-3\n"
                        "WARMUP_UPDATES_rope=2\n", ARCHS="transformer rope=rope_transformer", SAVE_INTERVAL_UPDATES="1",
-                       CONVERGE_START="8", CONVERGE_STEP="4", CONVERGE_MAX="12", FLAT_LAST="0.5", FLAT_DROP="0.000001")
+                       CONVERGE_START="8", CONVERGE_STEP="4", CONVERGE_MAX="12", FLAT_LAST="0.5", FLAT_DROP="0.000001",
+                       FLAT_MEAN_OF="2")
     proc = step("converge.sh", env, ok=False)
     assert "not flat by CONVERGE_MAX=12 updates: transformer rope reached none none" in proc.stdout + proc.stderr
     report = (tmp_path / "work" / "tune" / "convergence.md.tmp").read_text()
+    assert report.startswith("Flat: valid nll_loss less than 0.000001 lower (relative) over the last 0.5 of the updates, "
+                             "the loss at each end of that window the mean of the 2 validations up to it "), report
+    checks = []
+    for budget in (8, 12):
+        for name in ("transformer", "rope"):
+            run = tmp_path / "work" / "checkpoints" / f"{name}_seed1"
+            direct = run_tool("fairseq-rope-tune", "flat", f"{name}={run}", "--last", "0.5", "--drop", "0.000001",
+                              "--mean-of", "2", "--until", str(budget), check=False)
+            assert direct.returncode == 3 and "(each the mean of the 2 validations up to it)" in direct.stdout
+            checks.append(f"- at {budget} updates: {direct.stdout.strip()}")
+    assert sorted(line for line in report.splitlines() if line.startswith("- at ")) == sorted(checks), report
     projected = [line for line in report.splitlines() if line.startswith("- projected: ")]
     expected = []
     for name in ("transformer", "rope"):

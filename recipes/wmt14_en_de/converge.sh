@@ -2,7 +2,8 @@
 # The budget at which every system has stopped improving: the first seed of each system trained (with
 # its tuned settings, $WORK_DIR/tune/chosen.env from tune.sh) to CONVERGE_START updates, then
 # CONVERGE_STEP more at a time, until the valid loss of every one is flat at the same budget, by fairseq-rope-tune flat's
-# criterion (less than FLAT_DROP lower over the last FLAT_LAST of the updates). A run extended is the
+# criterion (less than FLAT_DROP lower over the last FLAT_LAST of the updates; with FLAT_MEAN_OF K, the loss at
+# each end of that window the mean of the K validations up to it, which one validation's noise moves less). A run extended is the
 # same run continued (inverse square root decay does not depend on the budget). Writes
 # $WORK_DIR/tune/budget.env (MAX_UPDATE=N), published as $OUT_DIR/${NAME}_budget.env beside tune.sh's
 # ${NAME}_tuning.env, and $OUT_DIR/${NAME}_convergence.md (every check). Each
@@ -15,7 +16,7 @@
 # Knobs:
 #   WORK_DIR        work/debian; ARCHS as tune.sh's; FIRST_SEED 1
 #   CONVERGE_START  4000, CONVERGE_STEP 2000, CONVERGE_MAX 30000 (updates; past it: an error)
-#   FLAT_LAST       0.2, FLAT_DROP 0.01
+#   FLAT_LAST       0.2, FLAT_DROP 0.01, FLAT_MEAN_OF 1 (a single validation at each end)
 #   PARALLEL_RUNS   2 at a time, THREADS_PER_RUN 1; OUT_DIR $WORK_DIR; NAME debian
 #   MODEL_ARGS      tune.sh's (2+2 layers, dimension 128, 2 heads), added to EXTRA_TRAIN_ARGS as sample.sh does
 #   TOKENS_PER_UPDATE 2000, SAVE_INTERVAL_UPDATES 200, KEEP_INTERVAL_UPDATES 5 (the comparison's)
@@ -31,6 +32,7 @@ CONVERGE_STEP=${CONVERGE_STEP:-2000}
 CONVERGE_MAX=${CONVERGE_MAX:-30000}
 FLAT_LAST=${FLAT_LAST:-0.2}
 FLAT_DROP=${FLAT_DROP:-0.01}
+FLAT_MEAN_OF=${FLAT_MEAN_OF:-1}
 PARALLEL_RUNS=${PARALLEL_RUNS:-2}
 THREADS_PER_RUN=${THREADS_PER_RUN:-1}
 OUT_DIR=${OUT_DIR:-$WORK_DIR}
@@ -40,7 +42,7 @@ MODEL_ARGS=${MODEL_ARGS:-$(small_model 2)}
 export EXTRA_TRAIN_ARGS="$MODEL_ARGS${EXTRA_TRAIN_ARGS:+ $EXTRA_TRAIN_ARGS}"
 export TOKENS_PER_UPDATE=${TOKENS_PER_UPDATE:-2000} MAX_TOKENS_PER_GPU=${MAX_TOKENS_PER_GPU:-2000}
 export SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-200} KEEP_INTERVAL_UPDATES=${KEEP_INTERVAL_UPDATES:-5}
-for v in CONVERGE_START CONVERGE_STEP CONVERGE_MAX PARALLEL_RUNS THREADS_PER_RUN; do need_int "$v" "${!v}" 1; done
+for v in CONVERGE_START CONVERGE_STEP CONVERGE_MAX PARALLEL_RUNS THREADS_PER_RUN FLAT_MEAN_OF; do need_int "$v" "${!v}" 1; done
 need_int FIRST_SEED "$FIRST_SEED"
 need_num FLAT_LAST "$FLAT_LAST"; need_num FLAT_DROP "$FLAT_DROP"
 need_file "$CHOSEN" "the tuned settings (tune.sh writes them; CHOSEN)"
@@ -67,7 +69,9 @@ train_to() {  # train_to SYSTEM UPDATES: the first seed of SYSTEM trained (or co
 }
 mkdir -p "$OUT_DIR" "$WORK_DIR/tune"
 report=$WORK_DIR/tune/convergence.md
-[ -f "$report.tmp" ] || echo "Flat: valid nll_loss less than $FLAT_DROP lower (relative) over the last $FLAT_LAST of the updates (fairseq-rope-tune flat). Each system is checked on its own, from the budget it has reached, CONVERGE_STEP more at a time." > "$report.tmp"
+means=""
+[ "$FLAT_MEAN_OF" -eq 1 ] || means=", the loss at each end of that window the mean of the $FLAT_MEAN_OF validations up to it"
+[ -f "$report.tmp" ] || echo "Flat: valid nll_loss less than $FLAT_DROP lower (relative) over the last $FLAT_LAST of the updates$means (fairseq-rope-tune flat). Each system is checked on its own, from the budget it has reached, CONVERGE_STEP more at a time." > "$report.tmp"
 flat_dir=$WORK_DIR/tune/flat
 # converge_one SYSTEM: trained from $floor (or the budget it reached, if more) CONVERGE_STEP more at a time
 # until its valid loss is flat; that budget in $flat_dir/SYSTEM ("none": not flat by CONVERGE_MAX)
@@ -84,7 +88,8 @@ converge_one() {
   [ "$budget" -le "$CONVERGE_MAX" ] || die "$dir holds ${reached:-0} updates: the grid's next budget, $budget, is past CONVERGE_MAX=$CONVERGE_MAX"
   while [ "$budget" -le "$CONVERGE_MAX" ]; do
     train_to "$name" "$budget"
-    check=$(fairseq-rope-tune flat "$name=$dir" --last "$FLAT_LAST" --drop "$FLAT_DROP") && status=0 || status=$?
+    check=$(fairseq-rope-tune flat "$name=$dir" --last "$FLAT_LAST" --drop "$FLAT_DROP" --mean-of "$FLAT_MEAN_OF") \
+      && status=0 || status=$?
     [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || die "fairseq-rope-tune flat failed (exit status $status)"
     # (a system already flat at the next round's budget is checked there again: its line is written once)
     line="- at $budget updates: $check"
