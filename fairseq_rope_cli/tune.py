@@ -18,10 +18,11 @@ WARMUP_UPDATES_<system>= lines for run.sh.
 
 flat: a run has stopped improving when its valid loss at the last validation is less than --drop
 (relative, default 1%) below its value at the validation closest to (1 - --last) of the way
-(default: the last fifth of the updates). --mean-of K takes at each end the mean of the K validations up
-to and including it (a single validation moves by its noise; the two means may not share a validation).
---until UPDATE checks the run on its validations up to UPDATE (what the check said then). Prints one
-line a run; exit status 0 only when every run is flat, 3 when some is not.
+(default: the last fifth of the updates). --mean-of K takes each end of the window as the mean of the K
+validations up to and including it (a single validation moves by its noise): the run needs K validations
+up to the window's start and K after it, so that the two means share none. --until UPDATE checks each
+run on its validations at or before UPDATE (the run as it stood then). Prints one line a run; exit
+status 0 only when every run is flat, 3 when some is not.
 
 extrapolate: where a run that is not flat yet is heading. The power law L(t) = a + b (t/1000)^-c of least
 squared error through the run's validations from update --from on (for each exponent c on a grid 0.001
@@ -169,7 +170,8 @@ def run_grid(args):
 
 def flatness(losses, last, mean_of=1):
     """(update at the start of the window, its loss, last update, its loss, relative drop); with mean_of K,
-    each end's loss is the mean of the K validations up to and including it (None: too few validations)."""
+    each end's loss is the mean of the K validations up to and including it. Too few validations: None, or
+    (start, validations up to it, validations after it) where the K at each end are not there."""
     updates = sorted(losses)
     if len(updates) < 2:
         return None
@@ -177,8 +179,8 @@ def flatness(losses, last, mean_of=1):
     target = end * (1 - last)
     start = min(updates[:-1], key=lambda u: (abs(u - target), u))
     i, j = updates.index(start), len(updates) - 1
-    if i + 1 < mean_of or j - i < mean_of:  # each mean needs K validations, and the two may not share one
-        return None
+    if i + 1 < mean_of or j - i < mean_of:  # each mean needs K validations, and the two must not share one
+        return start, i + 1, j - i
     before = sum(losses[u] for u in updates[i + 1 - mean_of:i + 1]) / mean_of
     after = sum(losses[u] for u in updates[j + 1 - mean_of:]) / mean_of
     return start, before, end, after, (before - after) / before
@@ -196,7 +198,10 @@ def run_flat(args):
         raise InputError(PROG, f"--drop {args.drop}: expected a relative drop above 0, e.g. 0.01")
     if args.mean_of < 1:
         raise InputError(PROG, f"--mean-of {args.mean_of}: expected a number of validations, 1 or more")
-    means = f" (each the mean of the {args.mean_of} validations up to it)" if args.mean_of > 1 else ""
+    if args.until is not None and args.until < 1:
+        raise InputError(PROG, f"--until {args.until}: expected an update, 1 or more")
+    means = f"each end of the window the mean of the {args.mean_of} validations up to it" if args.mean_of > 1 else ""
+    until = f" at or before update {args.until}" if args.until is not None else ""
     all_flat, rows = True, []
     for spec in args.runs:
         name, folder = parse_named(spec, default_name=lambda p: os.path.basename(p.rstrip("/")))
@@ -205,25 +210,26 @@ def run_flat(args):
             losses = {u: loss for u, loss in losses.items() if u <= args.until}
         result = flatness(losses, args.last, args.mean_of)
         if result is None:
-            until = f" up to update {args.until}" if args.until is not None else ""
-            need = ("two validations" if args.mean_of == 1 else
-                    f"{args.mean_of} validations up to the window's start and {args.mean_of} after it (--mean-of)")
-            raise InputError(PROG, f"{folder}: its train.log has too few validations{until} "
-                             f"({len(losses)}; needed: {need})")
+            raise InputError(PROG, f"{folder}: its train.log has {len(losses)} validation(s){until}; "
+                             "flat needs two")
+        if len(result) == 3:
+            start, up_to, after = result
+            raise InputError(PROG, f"{folder}: {up_to} validation(s) up to the window's start (update {start}) "
+                             f"and {after} after it{until}; --mean-of {args.mean_of} needs {args.mean_of} on each "
+                             "side (a smaller --mean-of, or another --last)")
         start, before, end, after, drop = result
         flat = drop < args.drop
         all_flat &= flat
-        print(f"{name}: valid {args.loss} {before:.4f} at {start} -> {after:.4f} at {end}{means}: "
+        print(f"{name}: valid {args.loss} {before:.4f} at {start} -> {after:.4f} at {end}{f' ({means})' if means else ''}: "
               f"{100 * drop:+.2f}% lower, {'flat' if flat else 'still improving'} "
               f"(criterion: < {100 * args.drop:g}% over the last {100 * args.last:g}%)")
         rows.append(f"| {name} | {os.path.basename(os.path.normpath(folder))} | {start} | {before:.4f} | {end} | "
                     f"{after:.4f} | {100 * drop:+.2f}% | {'flat' if flat else 'still improving'} |\n")
     if args.out_md:
-        at = f"up to update {args.until}" if args.until is not None else "at its last validation"
         with atomic_output(args.out_md) as f:
             f.write(f"Flat: valid {args.loss} less than {100 * args.drop:g}% lower (relative) over the last "
-                    f"{100 * args.last:g}% of the updates (fairseq-rope-tune flat), each run {at}"
-                    f"{'; the loss at each end the mean of the ' + str(args.mean_of) + ' validations up to it' if means else ''}.\n\n"
+                    f"{100 * args.last:g}% of the updates (fairseq-rope-tune flat), each run at its last validation"
+                    f"{until}{'; ' + means if means else ''}.\n\n"
                     f"| system | run | from update | valid {args.loss} | to update | valid {args.loss} | lower by | |\n"
                     "|---|---|---:|---:|---:|---:|---:|---|\n")
             f.writelines(rows)
@@ -430,10 +436,11 @@ def main(argv=None):
     flat.add_argument("--last", type=float, default=0.2, help="the window, a fraction of the updates (default 0.2)")
     flat.add_argument("--drop", type=float, default=0.01, help="relative drop under which a run is flat (default 0.01)")
     flat.add_argument("--mean-of", type=int, default=1, metavar="K",
-                      help="the loss at each end of the window: the mean of the K validations up to it (default 1: "
-                      "the validation itself; more: less moved by one validation's noise)")
+                      help="each end of the window the mean of the K validations up to it (default 1: the "
+                      "validation itself); needs K validations up to the window's start and K after it")
     flat.add_argument("--until", type=int, metavar="UPDATE",
-                      help="check the run as it stood at UPDATE (its validations up to it), as converge.sh did there")
+                      help="check each run on its validations at or before UPDATE only (the run as it stood then, "
+                      "e.g. converge.sh's check at that budget)")
     flat.add_argument("--loss", default="nll_loss", choices=("loss", "nll_loss"))
     flat.add_argument("--out-md", help="the same as a table (markdown)")
     extra = sub.add_parser("extrapolate", help="the budget at which a run's valid loss would be flat, by a power law")

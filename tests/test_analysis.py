@@ -10,6 +10,7 @@ fairseq-train run each (rope_transformer, 60 updates, --eval-bleu; the model dum
 import json
 import math
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -435,8 +436,6 @@ def test_extrapolate_says_when_the_law_is_flat_already(tmp_path, a, b, c):
 def test_extrapolate_on_noisy_validations_stays_near_the_law():
     """Validations with noise of sd 0.008 bits about a + b (t/1000)^-c (the spread of a real run's about its
     fit): the fitted limit and exponent stay near the law's."""
-    import random
-
     from fairseq_rope_cli import tune
 
     rng = random.Random(3)
@@ -480,83 +479,117 @@ def test_extrapolate_needs_four_validations_from_its_start_and_fits_each_start_o
     assert r.returncode == 1 and "--drop 1.5: expected a relative drop between 0 and 1" in r.stderr
 
 
-# --------------------------------------------------------------------------- length_study_data.py
+# --------------------------------------------------------------------------- fairseq-rope-tune flat
 
-LENGTH_DATA = os.path.join(REPO, "recipes", "wmt14_en_de", "length_study_data.py")
-def noisy_run(tmp_path, name="run", seed=5, end=16000):
+TUNE = os.path.join(BIN, "fairseq-rope-tune")
+MEANS = "each end of the window the mean of the {} validations up to it"
+
+
+def noisy_run(tmp_path, seed=5, end=16000):
     """A run whose valid loss falls like a power law with noise of sd 0.008 bits, validated every 200 updates
     and at the end of each epoch (every 715), as fairseq logs it: {update: loss}."""
-    import random
-
     rng = random.Random(seed)
     updates = sorted(set(range(200, end + 1, 200)) | set(range(715, end + 1, 715)))
     losses = {u: 2.3 + 3.0 * (u / 1000) ** -0.68 + rng.gauss(0, 0.008) for u in updates}
-    (tmp_path / name).mkdir()
-    write_valid_log(tmp_path / name / "train.log", losses)
+    (tmp_path / "run").mkdir()
+    write_valid_log(tmp_path / "run" / "train.log", losses)
     return losses
 
 
 @pytest.mark.parametrize("mean_of", [1, 2, 3, 5, 8])
 @pytest.mark.parametrize("until", [None, 13100, 9000])
 def test_flat_mean_of_takes_each_end_of_the_window_as_the_mean_of_the_validations_up_to_it(tmp_path, mean_of, until):
-    """--mean-of K: the loss at the window's start (the validation nearest 80% of the last update, the earlier
-    on a tie) and at its end (the last validation, or the last at or before --until) is the mean of the K
-    validations up to and including it; the drop between the two means decides, in the line and the table."""
+    """--mean-of K: the loss at the window's start (the validation nearest 80% of the last update) and at its
+    end (the last validation, or the last at or before --until) is the mean of the K validations up to and
+    including it; the drop between the two means decides, in the line and the table."""
     losses = noisy_run(tmp_path)
     updates = sorted(u for u in losses if until is None or u <= until)
     end = updates[-1]
-    start = min(updates[:-1], key=lambda u: (abs(u - 0.8 * end), u))
+    start = {None: 12800, 13100: 10400, 9000: 7200}[until]  # (80% of 16,000, 13,000 and 9,000)
+    assert end * 0.8 == start and start in updates
     i = updates.index(start)
     before = statistics.fmean(losses[u] for u in updates[i - mean_of + 1:i + 1])
     after = statistics.fmean(losses[u] for u in updates[-mean_of:])
     drop = (before - after) / before
     args = ["flat", f"x={tmp_path / 'run'}", "--mean-of", mean_of, "--drop", 0.03, "--out-md", tmp_path / "f.md"]
-    r = run(os.path.join(BIN, "fairseq-rope-tune"), *args, *(["--until", until] if until else []), check=False)
+    r = run(TUNE, *args, *(["--until", until] if until else []), check=False)
     verdict = "flat" if drop < 0.03 else "still improving"  # (both verdicts among the cases: drops of 2.6-3.7%)
-    means = f" (each the mean of the {mean_of} validations up to it)" if mean_of > 1 else ""
+    means = f" ({MEANS.format(mean_of)})" if mean_of > 1 else ""
     assert r.stdout == (f"x: valid nll_loss {before:.4f} at {start} -> {after:.4f} at {end}{means}: {100 * drop:+.2f}% "
                         f"lower, {verdict} (criterion: < 3% over the last 20%)\n"), r.stderr
     assert r.returncode == (0 if verdict == "flat" else 3)
-    assert (f"| x | run | {start} | {before:.4f} | {end} | {after:.4f} | {100 * drop:+.2f}% | {verdict} |"
-            in (tmp_path / "f.md").read_text())
+    table = (tmp_path / "f.md").read_text()
+    assert table.splitlines()[0] == (
+        "Flat: valid nll_loss less than 3% lower (relative) over the last 20% of the updates (fairseq-rope-tune flat), "
+        f"each run at its last validation{f' at or before update {until}' if until else ''}"
+        f"{'; ' + MEANS.format(mean_of) if mean_of > 1 else ''}.")
+    assert f"| x | run | {start} | {before:.4f} | {end} | {after:.4f} | {100 * drop:+.2f}% | {verdict} |" in table
+
+
+@pytest.mark.parametrize("last, start", [(0.2, 700), (0.25, 700), (0.3, 700), (0.35, 700), (0.4, 500)])
+def test_flat_window_starts_at_the_validation_nearest_its_fraction_the_earlier_on_a_tie(tmp_path, last, start):
+    """Validations at 500, 700, 900 and 1000: the window of the last 20% starts at 800, as near 700 as 900
+    (the earlier, 700, is taken); 25% (750) and 30% (700) also give 700, 35% (650) 700, 40% (600) 500."""
+    losses = {500: 3.0, 700: 2.9, 900: 2.85, 1000: 2.8}
+    (tmp_path / "run").mkdir()
+    write_valid_log(tmp_path / "run" / "train.log", losses)
+    r = run(TUNE, "flat", f"x={tmp_path / 'run'}", "--last", last, check=False)
+    drop = (losses[start] - 2.8) / losses[start]
+    assert r.stdout.startswith(f"x: valid nll_loss {losses[start]:.4f} at {start} -> 2.8000 at 1000: {100 * drop:+.2f}% lower")
 
 
 def test_flat_mean_of_is_not_moved_by_one_noisy_validation(tmp_path):
     """A run falling 1.2% over its last fifth whose validation at the window's start happens to lie 0.02 low
-    (a single validation's noise): flat by single validations (0.4%), still improving by the mean of five."""
-    updates = list(range(200, 20001, 200))
-    losses = {u: 2.5 * (1 - 0.012 * (u - 16000) / 4000) for u in updates}
+    (a single validation's noise): flat by single validations (0.40%), still improving by the mean of five
+    (2.499 -> 2.473, 1.04%)."""
+    losses = {u: 2.5 * (1 - 0.012 * (u - 16000) / 4000) for u in range(200, 20001, 200)}
     losses[16000] -= 0.02
     (tmp_path / "run").mkdir()
     write_valid_log(tmp_path / "run" / "train.log", losses)
-    single = run(os.path.join(BIN, "fairseq-rope-tune"), "flat", f"x={tmp_path / 'run'}", check=False)
+    single = run(TUNE, "flat", f"x={tmp_path / 'run'}", check=False)
     assert single.returncode == 0 and "+0.40% lower, flat" in single.stdout, single.stdout
-    five = run(os.path.join(BIN, "fairseq-rope-tune"), "flat", f"x={tmp_path / 'run'}", "--mean-of", 5, check=False)
-    assert five.returncode == 3 and "(each the mean of the 5 validations up to it): +1.04% lower, still improving" in five.stdout
+    five = run(TUNE, "flat", f"x={tmp_path / 'run'}", "--mean-of", 5, check=False)
+    assert five.returncode == 3 and five.stdout == (
+        f"x: valid nll_loss 2.4990 at 16000 -> 2.4730 at 20000 ({MEANS.format(5)}): +1.04% lower, still improving "
+        "(criterion: < 1% over the last 20%)\n")
 
 
-def test_flat_needs_k_validations_at_each_end_that_the_two_means_do_not_share(tmp_path):
+@pytest.mark.parametrize("args, up_to, after", [
+    (("--mean-of", 3), 8, 2),  # the window starts at 8,000: 2 validations after it
+    (("--mean-of", 9), 8, 2),
+    (("--mean-of", 2, "--last", 0.9), 1, 9),  # starts at 1,000: 1 validation up to it
+    (("--mean-of", 3, "--last", 0.75), 2, 8),  # starts at 2,000 (the earlier of 2,000 and 3,000, both 500 from 2,500)
+])
+def test_flat_needs_k_validations_on_each_side_of_the_windows_start(tmp_path, args, up_to, after):
     """--mean-of K needs K validations up to the window's start and K after it (two means sharing a
-    validation measure less than the drop); too few, a K under 1, or an --until before the second
-    validation: an error naming the folder or the flag, what there is and what is needed."""
-    updates = list(range(1000, 10001, 1000))  # the window (the last fifth of 10,000) starts at 8,000
+    validation measure less than the drop): too few on either side is an error naming the folder, the
+    validations on each side and what is needed."""
     (tmp_path / "run").mkdir()
-    write_valid_log(tmp_path / "run" / "train.log", {u: 3 - u / 10000 for u in updates})
-    tune = os.path.join(BIN, "fairseq-rope-tune")
-    assert run(tune, "flat", f"x={tmp_path / 'run'}", "--mean-of", 2, check=False).returncode == 3
-    for k in (3, 8, 9):  # 2 validations after 8,000; 8 up to it
-        r = run(tune, "flat", f"x={tmp_path / 'run'}", "--mean-of", k, check=False)
-        assert r.returncode == 1 and r.stdout == "" and (
-            f"{tmp_path / 'run'}: its train.log has too few validations (10; needed: {k} validations up to the "
-            f"window's start and {k} after it (--mean-of))") in r.stderr, r.stderr
-    r = run(tune, "flat", f"x={tmp_path / 'run'}", "--until", 1999, check=False)
-    assert r.returncode == 1 and (f"{tmp_path / 'run'}: its train.log has too few validations up to update 1999 "
-                                  "(1; needed: two validations)") in r.stderr, r.stderr
-    for k in (0, -2):
-        r = run(tune, "flat", f"x={tmp_path / 'run'}", "--mean-of", k, check=False)
-        assert r.returncode == 1 and f"--mean-of {k}: expected a number of validations, 1 or more" in r.stderr
+    write_valid_log(tmp_path / "run" / "train.log", {u: 3 - u / 10000 for u in range(1000, 10001, 1000)})
+    r = run(TUNE, "flat", f"x={tmp_path / 'run'}", *args, check=False)
+    start = 1000 * up_to
+    assert r.returncode == 1 and r.stdout == "" and (
+        f"{tmp_path / 'run'}: {up_to} validation(s) up to the window's start (update {start}) and {after} after it; "
+        f"--mean-of {args[1]} needs {args[1]} on each side (a smaller --mean-of, or another --last)") in r.stderr, r.stderr
 
 
+def test_flat_errors_name_the_flag_or_the_folder(tmp_path):
+    """Two validations the least (here --until leaves one), a K under 1 and an --until under 1: errors."""
+    (tmp_path / "run").mkdir()
+    write_valid_log(tmp_path / "run" / "train.log", {u: 3 - u / 10000 for u in range(1000, 10001, 1000)})
+    assert run(TUNE, "flat", f"x={tmp_path / 'run'}", "--mean-of", 2, check=False).returncode == 3
+    r = run(TUNE, "flat", f"x={tmp_path / 'run'}", "--until", 1999, check=False)
+    assert r.returncode == 1 and (f"{tmp_path / 'run'}: its train.log has 1 validation(s) at or before update 1999; "
+                                  "flat needs two") in r.stderr, r.stderr
+    for flag in ("--mean-of", "--until"):
+        for k in (0, -2):
+            r = run(TUNE, "flat", f"x={tmp_path / 'run'}", flag, k, check=False)
+            assert r.returncode == 1 and f"{flag} {k}: expected a" in r.stderr and "1 or more" in r.stderr, r.stderr
+
+
+# --------------------------------------------------------------------------- length_study_data.py
+
+LENGTH_DATA = os.path.join(REPO, "recipes", "wmt14_en_de", "length_study_data.py")
 MAKE_SAMPLE = os.path.join(REPO, "recipes", "wmt14_en_de", "make_sample_corpus.py")
 
 

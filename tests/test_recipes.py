@@ -1119,6 +1119,26 @@ def test_converge_stopped_between_two_budgets_goes_on_to_the_next_budget_from_th
     assert max(valid_nll(run / "train.log")) == 8
 
 
+def test_converge_refuses_to_resume_a_report_begun_with_another_criterion(recipe, tmp_path):
+    """A search stopped with the single-validation check (FLAT_MEAN_OF=1) and run again with FLAT_MEAN_OF=3
+    would write checks of two criteria into one report: refused before anything is trained, naming the
+    report, its criterion and the knobs; the same criterion again is taken up."""
+    env = converge_env(recipe, tmp_path, "LR_transformer=1e-3\nWARMUP_UPDATES_transformer=2\n", ARCHS="transformer",
+                       SAVE_INTERVAL_UPDATES="1", CONVERGE_START="4", CONVERGE_STEP="2", CONVERGE_MAX="4",
+                       FLAT_LAST="0.5", FLAT_DROP="0.99", FLAT_MEAN_OF="3")
+    report = tmp_path / "work" / "tune" / "convergence.md.tmp"
+    report.parent.mkdir(parents=True)
+    begun = ("Flat: valid nll_loss less than 0.99 lower (relative) over the last 0.5 of the updates (fairseq-rope-tune "
+             "flat). Each system is checked on its own, from the budget it has reached, CONVERGE_STEP more at a time.")
+    report.write_text(begun + "\n")
+    proc = step("converge.sh", env, ok=False)
+    assert (f"{report} was begun with another criterion ({begun}): run with that search's FLAT_LAST, FLAT_DROP and "
+            "FLAT_MEAN_OF, or move the report away to search with FLAT_LAST=0.5 FLAT_DROP=0.99 FLAT_MEAN_OF=3") in proc.stderr
+    assert not (tmp_path / "work" / "checkpoints").exists()
+    step("converge.sh", dict(env, FLAT_MEAN_OF="1"))  # (its own criterion: the search goes on, and ends flat at 4)
+    assert (tmp_path / "work" / "tune" / "budget.env").read_text() == "MAX_UPDATE=4\n"
+
+
 def test_converge_not_flat_by_converge_max_reports_where_each_run_is_heading_before_its_error(recipe, tmp_path):
     """converge.sh whose runs are not flat by CONVERGE_MAX (a criterion no falling loss meets) writes, before
     its error, each run's projection (fairseq-rope-tune extrapolate on the run, with FLAT_LAST and FLAT_DROP:
@@ -1132,14 +1152,14 @@ def test_converge_not_flat_by_converge_max_reports_where_each_run_is_heading_bef
     assert "not flat by CONVERGE_MAX=12 updates: transformer rope reached none none" in proc.stdout + proc.stderr
     report = (tmp_path / "work" / "tune" / "convergence.md.tmp").read_text()
     assert report.startswith("Flat: valid nll_loss less than 0.000001 lower (relative) over the last 0.5 of the updates, "
-                             "the loss at each end of that window the mean of the 2 validations up to it "), report
+                             "each end of the window the mean of the 2 validations up to it "), report
     checks = []
     for budget in (8, 12):
         for name in ("transformer", "rope"):
             run = tmp_path / "work" / "checkpoints" / f"{name}_seed1"
             direct = run_tool("fairseq-rope-tune", "flat", f"{name}={run}", "--last", "0.5", "--drop", "0.000001",
                               "--mean-of", "2", "--until", str(budget), check=False)
-            assert direct.returncode == 3 and "(each the mean of the 2 validations up to it)" in direct.stdout
+            assert direct.returncode == 3 and "(each end of the window the mean of the 2 validations up to it)" in direct.stdout
             checks.append(f"- at {budget} updates: {direct.stdout.strip()}")
     assert sorted(line for line in report.splitlines() if line.startswith("- at ")) == sorted(checks), report
     projected = [line for line in report.splitlines() if line.startswith("- projected: ")]

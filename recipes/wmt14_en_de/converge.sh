@@ -2,8 +2,8 @@
 # The budget at which every system has stopped improving: the first seed of each system trained (with
 # its tuned settings, $WORK_DIR/tune/chosen.env from tune.sh) to CONVERGE_START updates, then
 # CONVERGE_STEP more at a time, until the valid loss of every one is flat at the same budget, by fairseq-rope-tune flat's
-# criterion (less than FLAT_DROP lower over the last FLAT_LAST of the updates; with FLAT_MEAN_OF K, the loss at
-# each end of that window the mean of the K validations up to it, which one validation's noise moves less). A run extended is the
+# criterion (less than FLAT_DROP lower over the last FLAT_LAST of the updates; with FLAT_MEAN_OF K, each end of
+# the window the mean of the K validations up to it, which one validation's noise moves less). A run extended is the
 # same run continued (inverse square root decay does not depend on the budget). Writes
 # $WORK_DIR/tune/budget.env (MAX_UPDATE=N), published as $OUT_DIR/${NAME}_budget.env beside tune.sh's
 # ${NAME}_tuning.env, and $OUT_DIR/${NAME}_convergence.md (every check). Each
@@ -16,7 +16,8 @@
 # Knobs:
 #   WORK_DIR        work/debian; ARCHS as tune.sh's; FIRST_SEED 1
 #   CONVERGE_START  4000, CONVERGE_STEP 2000, CONVERGE_MAX 30000 (updates; past it: an error)
-#   FLAT_LAST       0.2, FLAT_DROP 0.01, FLAT_MEAN_OF 1 (a single validation at each end)
+#   FLAT_LAST       0.2, FLAT_DROP 0.01, FLAT_MEAN_OF 1 (a single validation at each end; K needs K validations
+#                   after the window's start at CONVERGE_START: K <= FLAT_LAST x CONVERGE_START / validation interval)
 #   PARALLEL_RUNS   2 at a time, THREADS_PER_RUN 1; OUT_DIR $WORK_DIR; NAME debian
 #   MODEL_ARGS      tune.sh's (2+2 layers, dimension 128, 2 heads), added to EXTRA_TRAIN_ARGS as sample.sh does
 #   TOKENS_PER_UPDATE 2000, SAVE_INTERVAL_UPDATES 200, KEEP_INTERVAL_UPDATES 5 (the comparison's)
@@ -70,8 +71,13 @@ train_to() {  # train_to SYSTEM UPDATES: the first seed of SYSTEM trained (or co
 mkdir -p "$OUT_DIR" "$WORK_DIR/tune"
 report=$WORK_DIR/tune/convergence.md
 means=""
-[ "$FLAT_MEAN_OF" -eq 1 ] || means=", the loss at each end of that window the mean of the $FLAT_MEAN_OF validations up to it"
-[ -f "$report.tmp" ] || echo "Flat: valid nll_loss less than $FLAT_DROP lower (relative) over the last $FLAT_LAST of the updates$means (fairseq-rope-tune flat). Each system is checked on its own, from the budget it has reached, CONVERGE_STEP more at a time." > "$report.tmp"
+[ "$FLAT_MEAN_OF" -eq 1 ] || means=", each end of the window the mean of the $FLAT_MEAN_OF validations up to it"
+header="Flat: valid nll_loss less than $FLAT_DROP lower (relative) over the last $FLAT_LAST of the updates$means (fairseq-rope-tune flat). Each system is checked on its own, from the budget it has reached, CONVERGE_STEP more at a time."
+[ -f "$report.tmp" ] || echo "$header" > "$report.tmp"
+# a search resumed with another criterion would mix two criteria in one report
+[ "$(head -n 1 "$report.tmp")" = "$header" ] || die "$report.tmp was begun with another criterion ($(head -n 1 "$report.tmp")): \
+run with that search's FLAT_LAST, FLAT_DROP and FLAT_MEAN_OF, or move the report away to search with FLAT_LAST=$FLAT_LAST \
+FLAT_DROP=$FLAT_DROP FLAT_MEAN_OF=$FLAT_MEAN_OF"
 flat_dir=$WORK_DIR/tune/flat
 # converge_one SYSTEM: trained from $floor (or the budget it reached, if more) CONVERGE_STEP more at a time
 # until its valid loss is flat; that budget in $flat_dir/SYSTEM ("none": not flat by CONVERGE_MAX)

@@ -7,7 +7,8 @@
 #                                   to the first run with Welch's interval, and the updates each seed
 #                                   needs to reach the first run's final loss (convergence)
 #   $OUT_DIR/${NAME}_flatness.md    each run's valid loss over the last FLAT_LAST (0.2) of its updates: flat when
-#                                   less than FLAT_DROP (0.01, relative) lower (fairseq-rope-tune flat)
+#                                   less than FLAT_DROP (0.01, relative) lower (fairseq-rope-tune flat; with
+#                                   FLAT_MEAN_OF K, each end of the window the mean of the K validations up to it)
 #   $OUT_DIR/${NAME}_by_length.png  sacreBLEU and chrF by source length on the sample's test set, with
 #   $OUT_DIR/${NAME}_by_length.md   paired bootstrap p-values against the first run (fairseq-rope-compare)
 # Knobs:
@@ -82,7 +83,7 @@ fairseq-rope-plot-training "${logs[@]}" --out "$OUT_DIR/${NAME}_curves.png" \
   --loss nll_loss --out-md "$OUT_DIR/${NAME}_valid_loss.md"
 # whether each run's valid loss had stopped falling at its budget (exit status 3: some had not; the table says)
 fairseq-rope-tune flat "${runs_dirs[@]}" --last "${FLAT_LAST:-0.2}" --drop "${FLAT_DROP:-0.01}" \
-  --out-md "$OUT_DIR/${NAME}_flatness.md" > /dev/null || [ $? -eq 3 ] || die "fairseq-rope-tune flat failed"
+  --mean-of "${FLAT_MEAN_OF:-1}" --out-md "$OUT_DIR/${NAME}_flatness.md" > /dev/null || [ $? -eq 3 ] || die "fairseq-rope-tune flat failed"
 max_update=$(sed -n 's/^MAX_UPDATE=//p' "$WORK_DIR/checkpoints/${names[0]}$first_seed/.done")
 unseen=()  # (a length split's longest training source: the longer buckets marked as unseen lengths)
 [ -z "${TRAIN_MAX_WORDS:-}" ] || unseen=(--train-max-words "$TRAIN_MAX_WORDS")
