@@ -169,18 +169,16 @@ def run_grid(args):
 
 
 def flatness(losses, last, mean_of=1):
-    """(update at the start of the window, its loss, last update, its loss, relative drop); with mean_of K,
-    each end's loss is the mean of the K validations up to and including it. Too few validations: None, or
-    (start, validations up to it, validations after it) where the K at each end are not there."""
+    """(update at the start of the window, its loss, last update, its loss, relative drop) of two or more
+    validations; with mean_of K, each end's loss is the mean of the K validations up to and including it.
+    ValueError where either side of the window's start has fewer than K (the two means must not share one)."""
     updates = sorted(losses)
-    if len(updates) < 2:
-        return None
     end = updates[-1]
     target = end * (1 - last)
     start = min(updates[:-1], key=lambda u: (abs(u - target), u))
     i, j = updates.index(start), len(updates) - 1
-    if i + 1 < mean_of or j - i < mean_of:  # each mean needs K validations, and the two must not share one
-        return start, i + 1, j - i
+    if i + 1 < mean_of or j - i < mean_of:
+        raise ValueError(f"{i + 1} validation(s) up to the window's start (update {start}) and {j - i} after it")
     before = sum(losses[u] for u in updates[i + 1 - mean_of:i + 1]) / mean_of
     after = sum(losses[u] for u in updates[j + 1 - mean_of:]) / mean_of
     return start, before, end, after, (before - after) / before
@@ -208,16 +206,14 @@ def run_flat(args):
         losses = valid_losses(folder, args.loss)
         if args.until is not None:
             losses = {u: loss for u, loss in losses.items() if u <= args.until}
-        result = flatness(losses, args.last, args.mean_of)
-        if result is None:
+        if len(losses) < 2:
             raise InputError(PROG, f"{folder}: its train.log has {len(losses)} validation(s){until}; "
                              "flat needs two")
-        if len(result) == 3:
-            start, up_to, after = result
-            raise InputError(PROG, f"{folder}: {up_to} validation(s) up to the window's start (update {start}) "
-                             f"and {after} after it{until}; --mean-of {args.mean_of} needs {args.mean_of} on each "
-                             "side (a smaller --mean-of, or another --last)")
-        start, before, end, after, drop = result
+        try:
+            start, before, end, after, drop = flatness(losses, args.last, args.mean_of)
+        except ValueError as split:
+            raise InputError(PROG, f"{folder}: {split}{until}; --mean-of {args.mean_of} needs {args.mean_of} on "
+                             "each side (a smaller --mean-of, or another --last)") from None
         flat = drop < args.drop
         all_flat &= flat
         print(f"{name}: valid {args.loss} {before:.4f} at {start} -> {after:.4f} at {end}{f' ({means})' if means else ''}: "

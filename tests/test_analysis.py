@@ -280,7 +280,9 @@ def test_plot_training_errors(tmp_path):
 
 
 def write_valid_log(path, losses):
-    """A fairseq-train JSON log with validations {update: nll_loss} (train_inner lines too, one per update)."""
+    """A fairseq-train JSON log with validations {update: nll_loss} (train_inner lines too, one per update),
+    in a folder made for it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     lines = []
     for update, loss in losses.items():
         lines.append(f'2026-12-02 04:00:00 | INFO | train_inner | {{"epoch": 1, "loss": "{loss + 1}", '
@@ -373,7 +375,6 @@ def test_extrapolate_recovers_the_power_law_and_the_budget_at_which_it_is_flat(t
     from fairseq_rope_cli import tune
 
     updates = sorted(set(range(6000, 30001, 200)) | set(range(5715, 30001, 715)))
-    (tmp_path / "run").mkdir()
     log = write_valid_log(tmp_path / "run" / "train.log", {u: a + b * (u / 1000) ** -c for u in updates})
     fa, fb, fc, sd, at_end = tune.power_law(updates, [a + b * (u / 1000) ** -c for u in updates])
     assert (fa, fb, fc) == pytest.approx((a, b, c), rel=2e-6) and sd < 1e-6 and at_end is None
@@ -403,7 +404,6 @@ def test_extrapolate_until_fits_the_validations_up_to_an_update_and_sets_the_pre
     printed beside the logged one; an --until before the first validation is an error naming both."""
     a, b, c = 2.3, 3.0, 0.68
     updates = list(range(4000, 30001, 200))
-    (tmp_path / "run").mkdir()
     write_valid_log(tmp_path / "run" / "train.log",
                     {u: a + b * (u / 1000) ** -c + (0.05 if u > 20000 else 0) for u in updates})
     r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--until", 20100,
@@ -423,7 +423,6 @@ def test_extrapolate_until_fits_the_validations_up_to_an_update_and_sets_the_pre
 def test_extrapolate_says_when_the_law_is_flat_already(tmp_path, a, b, c):
     """A law already flat at the last validation: from the budget where its drop crosses 1% (found by
     bisection on the law), or at every budget where no window of a fifth drops 1% (1 - 0.8^0.04 < 1%)."""
-    (tmp_path / "run").mkdir()
     write_valid_log(tmp_path / "run" / "train.log", {u: a + b * (u / 1000) ** -c for u in range(1000, 30001, 500)})
     r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--from", 1000)
     if 1 - 0.8 ** c < 0.01:
@@ -455,7 +454,6 @@ def test_extrapolate_says_which_fit_gives_no_projection_and_still_projects_the_o
     reason, exit status 3; the other run given is still projected."""
     for name, losses in (("bad", {u: law(u) for u in range(2000, 20001, 500)}),
                          ("good", {u: 2.3 + 3.0 * (u / 1000) ** -0.68 for u in range(2000, 20001, 500)})):
-        (tmp_path / name).mkdir()
         write_valid_log(tmp_path / name / "train.log", losses)
     r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'bad'}", f"y={tmp_path / 'good'}",
             "--from", 2000, "--out-png", tmp_path / "p.png", check=False)
@@ -466,7 +464,6 @@ def test_extrapolate_says_which_fit_gives_no_projection_and_still_projects_the_o
 
 
 def test_extrapolate_needs_four_validations_from_its_start_and_fits_each_start_once(tmp_path):
-    (tmp_path / "run").mkdir()
     write_valid_log(tmp_path / "run" / "train.log", {u: 2.0 + 3.0 * (u / 1000) ** -0.5 for u in range(100, 600, 100)})
     r = run(os.path.join(BIN, "fairseq-rope-tune"), "extrapolate", f"x={tmp_path / 'run'}", "--from", 300, "--from", 100,
             "--from", 300, "--out-md", tmp_path / "x.md", check=False)
@@ -491,7 +488,6 @@ def noisy_run(tmp_path, seed=5, end=16000):
     rng = random.Random(seed)
     updates = sorted(set(range(200, end + 1, 200)) | set(range(715, end + 1, 715)))
     losses = {u: 2.3 + 3.0 * (u / 1000) ** -0.68 + rng.gauss(0, 0.008) for u in updates}
-    (tmp_path / "run").mkdir()
     write_valid_log(tmp_path / "run" / "train.log", losses)
     return losses
 
@@ -531,7 +527,6 @@ def test_flat_window_starts_at_the_validation_nearest_its_fraction_the_earlier_o
     """Validations at 500, 700, 900 and 1000: the window of the last 20% starts at 800, as near 700 as 900
     (the earlier, 700, is taken); 25% (750) and 30% (700) also give 700, 35% (650) 700, 40% (600) 500."""
     losses = {500: 3.0, 700: 2.9, 900: 2.85, 1000: 2.8}
-    (tmp_path / "run").mkdir()
     write_valid_log(tmp_path / "run" / "train.log", losses)
     r = run(TUNE, "flat", f"x={tmp_path / 'run'}", "--last", last, check=False)
     drop = (losses[start] - 2.8) / losses[start]
@@ -544,7 +539,6 @@ def test_flat_mean_of_is_not_moved_by_one_noisy_validation(tmp_path):
     (2.499 -> 2.473, 1.04%)."""
     losses = {u: 2.5 * (1 - 0.012 * (u - 16000) / 4000) for u in range(200, 20001, 200)}
     losses[16000] -= 0.02
-    (tmp_path / "run").mkdir()
     write_valid_log(tmp_path / "run" / "train.log", losses)
     single = run(TUNE, "flat", f"x={tmp_path / 'run'}", check=False)
     assert single.returncode == 0 and "+0.40% lower, flat" in single.stdout, single.stdout
@@ -564,7 +558,6 @@ def test_flat_needs_k_validations_on_each_side_of_the_windows_start(tmp_path, ar
     """--mean-of K needs K validations up to the window's start and K after it (two means sharing a
     validation measure less than the drop): too few on either side is an error naming the folder, the
     validations on each side and what is needed."""
-    (tmp_path / "run").mkdir()
     write_valid_log(tmp_path / "run" / "train.log", {u: 3 - u / 10000 for u in range(1000, 10001, 1000)})
     r = run(TUNE, "flat", f"x={tmp_path / 'run'}", *args, check=False)
     start = 1000 * up_to
@@ -575,7 +568,6 @@ def test_flat_needs_k_validations_on_each_side_of_the_windows_start(tmp_path, ar
 
 def test_flat_errors_name_the_flag_or_the_folder(tmp_path):
     """Two validations the least (here --until leaves one), a K under 1 and an --until under 1: errors."""
-    (tmp_path / "run").mkdir()
     write_valid_log(tmp_path / "run" / "train.log", {u: 3 - u / 10000 for u in range(1000, 10001, 1000)})
     assert run(TUNE, "flat", f"x={tmp_path / 'run'}", "--mean-of", 2, check=False).returncode == 3
     r = run(TUNE, "flat", f"x={tmp_path / 'run'}", "--until", 1999, check=False)
